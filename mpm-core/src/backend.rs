@@ -1,0 +1,92 @@
+//! The interface every execution backend implements.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::host::HostArgs;
+use crate::ir;
+
+/// Which kind of backend this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    Cpu,
+    Vulkan,
+}
+
+/// A backend-owned block of 32-bit words holding one field.
+pub trait Buffer: Any + Send + Sync {
+    fn words(&self) -> usize;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Static description of a kernel, emitted by `#[kernel]`.
+pub struct KernelDesc {
+    pub name: &'static str,
+    /// `module_path!()` of the kernel, which with `name` identifies it.
+    pub module: &'static str,
+    /// Names of the field parameters, for error messages.
+    pub field_names: &'static [&'static str],
+    /// Builds the kernel IR (the GPU lowering).
+    pub trace: fn() -> Result<ir::Kernel>,
+    /// Runs the kernel natively (the CPU lowering).
+    pub cpu: fn(&HostArgs<'_>),
+}
+
+impl KernelDesc {
+    pub fn qualified_name(&self) -> String {
+        format!("{}::{}", self.module, self.name)
+    }
+}
+
+/// A field as handed to a launch.
+pub struct FieldArg<'a> {
+    pub buffer: &'a dyn Buffer,
+    pub shape: &'a [u32],
+}
+
+/// One parallel loop's index space: `count` invocations starting at `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopRange {
+    pub start: i64,
+    pub count: u64,
+}
+
+/// Everything a backend needs to run one kernel call.
+pub struct LaunchArgs<'a> {
+    pub fields: Vec<FieldArg<'a>>,
+    /// The scalar parameters, as words, in parameter order.
+    pub scalars: &'a [u32],
+    /// One range per top-level loop, in order.
+    pub ranges: &'a [LoopRange],
+}
+
+/// Measured time of one parallel loop of a kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopTiming {
+    pub kernel: String,
+    pub loop_index: usize,
+    pub calls: u64,
+    pub total: Duration,
+}
+
+/// An execution backend: owns field memory and runs kernels.
+pub trait Backend: Send + Sync + 'static {
+    fn kind(&self) -> BackendKind;
+    /// Human-readable description (the device name for GPUs).
+    fn describe(&self) -> String;
+    /// Allocates a zero-filled buffer of `words` 32-bit words.
+    fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>>;
+    fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()>;
+    fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>>;
+    /// Runs all loops of the kernel in order, each to completion before the next; returns
+    /// when the results are visible to `read`.
+    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()>;
+    /// Accumulated per-loop times since the last reset (GPU timestamps on Vulkan).
+    fn profile(&self) -> Vec<LoopTiming>;
+    fn reset_profile(&self);
+}
+
+/// Shared handle to a backend.
+pub type BackendRef = Arc<dyn Backend>;

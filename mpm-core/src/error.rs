@@ -1,0 +1,26 @@
+//! Errors of the engine's runtime layers.
+
+/// What can go wrong while creating fields and running kernels.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kernel `{kernel}`: index out of bounds on field `{field}` (the write was not done, reads gave zero)")]
+    OutOfBounds { kernel: String, field: String },
+    #[error("kernel `{kernel}`: its fields live on different backends")]
+    MixedBackends { kernel: String },
+    #[error("data of {got} elements does not fit field of shape {shape:?} ({expected} elements)")]
+    SizeMismatch { expected: usize, got: usize, shape: Vec<u32> },
+    #[error("kernel `{kernel}` could not be traced: {message}")]
+    Trace { kernel: String, message: String },
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("out of device memory: {requested} bytes requested ({context})")]
+    OutOfMemory { requested: u64, context: String },
+    #[error("the device was lost: {0}")]
+    DeviceLost(String),
+    #[error("shader compilation failed for kernel `{kernel}`: {message}")]
+    ShaderCompile { kernel: String, message: String },
+    #[error("{backend} backend: {message}")]
+    Backend { backend: &'static str, message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,272 @@
+//! Host memory views used by the CPU lowering of kernels.
+//!
+//! Fields live in `[AtomicU32]` words. Every access is a relaxed atomic, so concurrent
+//! invocations of a parallel loop never race in the Rust memory model (Taichi-style kernels
+//! may write the same cell from several invocations); on x86 and ARM a relaxed load or store
+//! compiles to a plain move. `+=` on a field is a compare-and-swap loop on f32 words and a
+//! `fetch_add` on integer words.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+
+use glam::{IVec2, IVec3, UVec2, UVec3};
+use rayon::prelude::*;
+
+use crate::backend::LoopRange;
+use crate::types::{Elem, Scalar};
+
+/// A field's storage as seen by a CPU launch.
+pub struct HostField<'a> {
+    pub words: &'a [AtomicU32],
+    pub shape: &'a [u32],
+}
+
+/// Arguments of one CPU launch.
+pub struct HostArgs<'a> {
+    pub fields: Vec<HostField<'a>>,
+    pub scalars: &'a [u32],
+    pub ranges: &'a [LoopRange],
+    /// One more than the index of the first field accessed out of bounds; 0 when none was.
+    pub out_of_bounds: AtomicUsize,
+}
+
+impl<'a> HostArgs<'a> {
+    /// A typed view of field parameter `n`.
+    pub fn view<T: Elem, const D: usize>(&self, n: usize) -> View<'_, T, D> {
+        let f = &self.fields[n];
+        let mut shape = [0u32; D];
+        shape.copy_from_slice(f.shape);
+        View { words: f.words, shape, field: n, oob: &self.out_of_bounds, _t: PhantomData }
+    }
+
+    /// Scalar parameter whose words start at `offset`.
+    pub fn scalar<T: Elem>(&self, offset: usize) -> T {
+        T::read_words(&self.scalars[offset..offset + T::WORDS])
+    }
+}
+
+/// A typed view of one field during a CPU launch.
+pub struct View<'a, T, const D: usize> {
+    words: &'a [AtomicU32],
+    shape: [u32; D],
+    field: usize,
+    oob: &'a AtomicUsize,
+    _t: PhantomData<T>,
+}
+
+/// An index into a field of `D` dimensions: the last axis varies fastest.
+pub trait FieldIndex<const D: usize>: Copy {
+    /// The linear element index, or None outside the shape.
+    fn linear(self, shape: &[u32; D]) -> Option<usize>;
+}
+
+impl FieldIndex<0> for () {
+    fn linear(self, _: &[u32; 0]) -> Option<usize> {
+        Some(0)
+    }
+}
+impl FieldIndex<1> for u32 {
+    fn linear(self, s: &[u32; 1]) -> Option<usize> {
+        (self < s[0]).then_some(self as usize)
+    }
+}
+impl FieldIndex<1> for i32 {
+    fn linear(self, s: &[u32; 1]) -> Option<usize> {
+        (self >= 0 && (self as u32) < s[0]).then_some(self as usize)
+    }
+}
+
+fn linear_nd<const D: usize>(c: [i64; D], s: &[u32; D]) -> Option<usize> {
+    let mut lin = 0usize;
+    for k in 0..D {
+        if c[k] < 0 || c[k] >= s[k] as i64 {
+            return None;
+        }
+        lin = lin * s[k] as usize + c[k] as usize;
+    }
+    Some(lin)
+}
+impl FieldIndex<2> for IVec2 {
+    fn linear(self, s: &[u32; 2]) -> Option<usize> {
+        linear_nd([self.x as i64, self.y as i64], s)
+    }
+}
+impl FieldIndex<2> for UVec2 {
+    fn linear(self, s: &[u32; 2]) -> Option<usize> {
+        linear_nd([self.x as i64, self.y as i64], s)
+    }
+}
+impl FieldIndex<3> for IVec3 {
+    fn linear(self, s: &[u32; 3]) -> Option<usize> {
+        linear_nd([self.x as i64, self.y as i64, self.z as i64], s)
+    }
+}
+impl FieldIndex<3> for UVec3 {
+    fn linear(self, s: &[u32; 3]) -> Option<usize> {
+        linear_nd([self.x as i64, self.y as i64, self.z as i64], s)
+    }
+}
+
+/// Element types that `field[i] += v` accepts.
+pub trait AtomicAdd: Elem {}
+macro_rules! atomic_add_elem {
+    ($($t:ty),*) => { $(impl AtomicAdd for $t {})* };
+}
+atomic_add_elem!(f32, i32, u32, glam::Vec2, glam::Vec3, glam::Vec4, IVec2, IVec3, UVec2, UVec3, glam::Mat2, glam::Mat3);
+
+impl<T: Elem, const D: usize> View<'_, T, D> {
+    #[inline]
+    fn locate(&self, index: impl FieldIndex<D>) -> Option<usize> {
+        let lin = index.linear(&self.shape);
+        if lin.is_none() {
+            // Keep the first offending field; later ones do not overwrite it.
+            let _ = self.oob.compare_exchange(0, self.field + 1, Relaxed, Relaxed);
+        }
+        lin.map(|l| l * T::WORDS)
+    }
+
+    #[inline]
+    pub fn load(&self, index: impl FieldIndex<D>) -> T {
+        match self.locate(index) {
+            Some(base) => {
+                let mut w = [0u32; 16];
+                for (k, slot) in w[..T::WORDS].iter_mut().enumerate() {
+                    *slot = self.words[base + k].load(Relaxed);
+                }
+                T::read_words(&w[..T::WORDS])
+            }
+            None => T::default(),
+        }
+    }
+
+    #[inline]
+    pub fn store(&self, index: impl FieldIndex<D>, value: T) {
+        if let Some(base) = self.locate(index) {
+            let mut w = [0u32; 16];
+            value.write_words(&mut w[..T::WORDS]);
+            for (k, word) in w[..T::WORDS].iter().enumerate() {
+                self.words[base + k].store(*word, Relaxed);
+            }
+        }
+    }
+
+    /// Atomic `field[index] += value`, component by component.
+    #[inline]
+    pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        if let Some(base) = self.locate(index) {
+            let mut w = [0u32; 16];
+            value.write_words(&mut w[..T::WORDS]);
+            let float = T::ty().scalar() == Some(Scalar::F32);
+            for (k, word) in w[..T::WORDS].iter().enumerate() {
+                let cell = &self.words[base + k];
+                if float {
+                    let add = f32::from_bits(*word);
+                    let _ = cell.fetch_update(Relaxed, Relaxed, |old| Some((f32::from_bits(old) + add).to_bits()));
+                } else {
+                    cell.fetch_add(*word, Relaxed);
+                }
+            }
+        }
+    }
+
+    pub fn shape(&self) -> [u32; D] {
+        self.shape
+    }
+}
+
+/// Integer types a top-level range loop can run over.
+pub trait LoopInt: Copy + Send + Sync {
+    fn to_i64(self) -> i64;
+    fn from_i64(v: i64) -> Self;
+}
+impl LoopInt for i32 {
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_i64(v: i64) -> Self {
+        v as i32
+    }
+}
+impl LoopInt for u32 {
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_i64(v: i64) -> Self {
+        v as u32
+    }
+}
+
+/// The host-side range of a top-level `for i in start..end` loop.
+pub fn loop_range<T: LoopInt>(start: T, end: T) -> LoopRange {
+    let (s, e) = (start.to_i64(), end.to_i64());
+    LoopRange { start: s, count: (e - s).max(0) as u64 }
+}
+
+/// Runs `body` for every index of `range` in parallel.
+pub fn par_range<T: LoopInt>(range: LoopRange, body: impl Fn(T) + Sync + Send) {
+    (0..range.count as usize)
+        .into_par_iter()
+        .with_min_len(64)
+        .for_each(|k| body(T::from_i64(range.start + k as i64)));
+}
+
+/// Index types a top-level `for i in field.indices()` loop yields.
+pub trait IndexSpace<const D: usize>: Copy + Send + Sync {
+    fn from_linear(lin: u64, shape: &[u32; D]) -> Self;
+}
+impl IndexSpace<0> for () {
+    fn from_linear(_: u64, _: &[u32; 0]) -> Self {}
+}
+impl IndexSpace<1> for u32 {
+    fn from_linear(lin: u64, _: &[u32; 1]) -> Self {
+        lin as u32
+    }
+}
+impl IndexSpace<2> for IVec2 {
+    fn from_linear(lin: u64, s: &[u32; 2]) -> Self {
+        IVec2::new((lin / s[1] as u64) as i32, (lin % s[1] as u64) as i32)
+    }
+}
+impl IndexSpace<3> for IVec3 {
+    fn from_linear(lin: u64, s: &[u32; 3]) -> Self {
+        let yz = s[1] as u64 * s[2] as u64;
+        IVec3::new((lin / yz) as i32, ((lin % yz) / s[2] as u64) as i32, (lin % s[2] as u64) as i32)
+    }
+}
+
+/// The index type of a `D`-dimensional field's `indices()`.
+pub trait Dim<const D: usize> {
+    type Index: IndexSpace<D>;
+}
+/// Marker carrying a dimension count.
+pub struct Dims;
+impl Dim<0> for Dims {
+    type Index = ();
+}
+impl Dim<1> for Dims {
+    type Index = u32;
+}
+impl Dim<2> for Dims {
+    type Index = IVec2;
+}
+impl Dim<3> for Dims {
+    type Index = IVec3;
+}
+
+/// Runs `body` for every index of `view`'s shape in parallel.
+pub fn par_indices<T: Elem, const D: usize>(
+    view: &View<'_, T, D>,
+    body: impl Fn(<Dims as Dim<D>>::Index) + Sync + Send,
+) where
+    Dims: Dim<D>,
+{
+    let shape = view.shape;
+    let count: u64 = shape.iter().map(|&s| s as u64).product();
+    (0..count as usize)
+        .into_par_iter()
+        .with_min_len(64)
+        .for_each(|k| body(<<Dims as Dim<D>>::Index as IndexSpace<D>>::from_linear(k as u64, &shape)));
+}

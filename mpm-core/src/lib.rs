@@ -1,0 +1,17 @@
+//! Backend-agnostic core of the mpm engine: element types, the kernel IR and its tracer,
+//! fields, the `Backend` trait and the host views used by the CPU lowering.
+
+extern crate self as mpm_core;
+
+pub mod backend;
+pub mod error;
+pub mod field;
+pub mod host;
+pub mod ir;
+pub mod types;
+
+pub use backend::{Backend, BackendKind, BackendRef, KernelDesc};
+pub use error::{Error, Result};
+pub use field::Field;
+pub use glam;
+pub use types::{Elem, Value};
