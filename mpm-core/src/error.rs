@@ -8,7 +8,11 @@ pub enum Error {
     #[error("kernel `{kernel}`: its fields live on different backends")]
     MixedBackends { kernel: String },
     #[error("data of {got} elements does not fit field of shape {shape:?} ({expected} elements)")]
-    SizeMismatch { expected: usize, got: usize, shape: Vec<u32> },
+    SizeMismatch {
+        expected: usize,
+        got: usize,
+        shape: Vec<u32>,
+    },
     #[error("kernel `{kernel}` could not be traced: {message}")]
     Trace { kernel: String, message: String },
     #[error("{0}")]
@@ -20,7 +24,10 @@ pub enum Error {
     #[error("shader compilation failed for kernel `{kernel}`: {message}")]
     ShaderCompile { kernel: String, message: String },
     #[error("{backend} backend: {message}")]
-    Backend { backend: &'static str, message: String },
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

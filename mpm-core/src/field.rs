@@ -21,7 +21,12 @@ impl<T: Elem, const D: usize> Field<T, D> {
         const { assert!(D <= 3, "fields have 0 to 3 dimensions") };
         let len: usize = shape.iter().map(|&s| s as usize).product();
         let buffer = backend.alloc(len * T::WORDS)?;
-        Ok(Field { backend: backend.clone(), buffer, shape, _t: PhantomData })
+        Ok(Field {
+            backend: backend.clone(),
+            buffer,
+            shape,
+            _t: PhantomData,
+        })
     }
 
     /// A field of the given shape filled with `data` (last axis fastest).
@@ -56,7 +61,11 @@ impl<T: Elem, const D: usize> Field<T, D> {
     /// Replaces the whole contents.
     pub fn upload(&mut self, data: &[T]) -> Result<()> {
         if data.len() != self.len() {
-            return Err(Error::SizeMismatch { expected: self.len(), got: data.len(), shape: self.shape.to_vec() });
+            return Err(Error::SizeMismatch {
+                expected: self.len(),
+                got: data.len(),
+                shape: self.shape.to_vec(),
+            });
         }
         self.backend.write(&*self.buffer, &to_words(data))
     }
@@ -75,6 +84,9 @@ impl<T: Elem, const D: usize> Field<T, D> {
     /// The launch argument for this field (used by generated kernel code).
     #[doc(hidden)]
     pub fn arg(&self) -> FieldArg<'_> {
-        FieldArg { buffer: &*self.buffer, shape: &self.shape }
+        FieldArg {
+            buffer: &*self.buffer,
+            shape: &self.shape,
+        }
     }
 }

@@ -36,7 +36,13 @@ impl<'a> HostArgs<'a> {
         let f = &self.fields[n];
         let mut shape = [0u32; D];
         shape.copy_from_slice(f.shape);
-        View { words: f.words, shape, field: n, oob: &self.out_of_bounds, _t: PhantomData }
+        View {
+            words: f.words,
+            shape,
+            field: n,
+            oob: &self.out_of_bounds,
+            _t: PhantomData,
+        }
     }
 
     /// Scalar parameter whose words start at `offset`.
@@ -112,7 +118,20 @@ pub trait AtomicAdd: Elem {}
 macro_rules! atomic_add_elem {
     ($($t:ty),*) => { $(impl AtomicAdd for $t {})* };
 }
-atomic_add_elem!(f32, i32, u32, glam::Vec2, glam::Vec3, glam::Vec4, IVec2, IVec3, UVec2, UVec3, glam::Mat2, glam::Mat3);
+atomic_add_elem!(
+    f32,
+    i32,
+    u32,
+    glam::Vec2,
+    glam::Vec3,
+    glam::Vec4,
+    IVec2,
+    IVec3,
+    UVec2,
+    UVec3,
+    glam::Mat2,
+    glam::Mat3
+);
 
 impl<T: Elem, const D: usize> View<'_, T, D> {
     #[inline]
@@ -120,7 +139,9 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
         let lin = index.linear(&self.shape);
         if lin.is_none() {
             // Keep the first offending field; later ones do not overwrite it.
-            let _ = self.oob.compare_exchange(0, self.field + 1, Relaxed, Relaxed);
+            let _ = self
+                .oob
+                .compare_exchange(0, self.field + 1, Relaxed, Relaxed);
         }
         lin.map(|l| l * T::WORDS)
     }
@@ -164,7 +185,9 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
                 let cell = &self.words[base + k];
                 if float {
                     let add = f32::from_bits(*word);
-                    let _ = cell.fetch_update(Relaxed, Relaxed, |old| Some((f32::from_bits(old) + add).to_bits()));
+                    let _ = cell.fetch_update(Relaxed, Relaxed, |old| {
+                        Some((f32::from_bits(old) + add).to_bits())
+                    });
                 } else {
                     cell.fetch_add(*word, Relaxed);
                 }
@@ -202,7 +225,10 @@ impl LoopInt for u32 {
 /// The host-side range of a top-level `for i in start..end` loop.
 pub fn loop_range<T: LoopInt>(start: T, end: T) -> LoopRange {
     let (s, e) = (start.to_i64(), end.to_i64());
-    LoopRange { start: s, count: (e - s).max(0) as u64 }
+    LoopRange {
+        start: s,
+        count: (e - s).max(0) as u64,
+    }
 }
 
 /// Runs `body` for every index of `range` in parallel.
@@ -211,6 +237,11 @@ pub fn par_range<T: LoopInt>(range: LoopRange, body: impl Fn(T) + Sync + Send) {
         .into_par_iter()
         .with_min_len(64)
         .for_each(|k| body(T::from_i64(range.start + k as i64)));
+}
+
+/// Runs `body` for every `i` in `start..end` in parallel.
+pub fn par_for<T: LoopInt>(start: T, end: T, body: impl Fn(T) + Sync + Send) {
+    par_range(loop_range(start, end), body);
 }
 
 /// Index types a top-level `for i in field.indices()` loop yields.
@@ -233,7 +264,11 @@ impl IndexSpace<2> for IVec2 {
 impl IndexSpace<3> for IVec3 {
     fn from_linear(lin: u64, s: &[u32; 3]) -> Self {
         let yz = s[1] as u64 * s[2] as u64;
-        IVec3::new((lin / yz) as i32, ((lin % yz) / s[2] as u64) as i32, (lin % s[2] as u64) as i32)
+        IVec3::new(
+            (lin / yz) as i32,
+            ((lin % yz) / s[2] as u64) as i32,
+            (lin % s[2] as u64) as i32,
+        )
     }
 }
 
@@ -268,5 +303,9 @@ pub fn par_indices<T: Elem, const D: usize>(
     (0..count as usize)
         .into_par_iter()
         .with_min_len(64)
-        .for_each(|k| body(<<Dims as Dim<D>>::Index as IndexSpace<D>>::from_linear(k as u64, &shape)));
+        .for_each(|k| {
+            body(<<Dims as Dim<D>>::Index as IndexSpace<D>>::from_linear(
+                k as u64, &shape,
+            ))
+        });
 }

@@ -102,7 +102,10 @@ pub enum ExprKind {
     Call(u32, Vec<ExprId>),
     /// Read of element `index` of field parameter `field` (index into [`Kernel::fields`]);
     /// out-of-range reads give zero and raise the out-of-bounds flag.
-    Load { field: u32, index: ExprId },
+    Load {
+        field: u32,
+        index: ExprId,
+    },
     /// Vector component or matrix column `k`, or tuple member `k`.
     Member(ExprId, u32),
     /// Dynamic index into a local array, vector (component) or matrix (column).
@@ -132,16 +135,42 @@ pub enum Place {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
     /// Declares `var` (its type is in [`Kernel::vars`]), initialised when `init` is given.
-    Let { var: VarId, init: Option<ExprId> },
-    Assign { place: Place, value: ExprId },
-    Store { field: u32, index: ExprId, value: ExprId },
+    Let {
+        var: VarId,
+        init: Option<ExprId>,
+    },
+    Assign {
+        place: Place,
+        value: ExprId,
+    },
+    Store {
+        field: u32,
+        index: ExprId,
+        value: ExprId,
+    },
     /// `field[index] += value`, atomic; `value` has the field's element type.
-    AtomicAdd { field: u32, index: ExprId, value: ExprId },
-    If { cond: ExprId, then: Block, otherwise: Block },
+    AtomicAdd {
+        field: u32,
+        index: ExprId,
+        value: ExprId,
+    },
+    If {
+        cond: ExprId,
+        then: Block,
+        otherwise: Block,
+    },
     /// `for var in start..end` with an integer var declared by the loop.
-    For { var: VarId, start: ExprId, end: ExprId, body: Block },
+    For {
+        var: VarId,
+        start: ExprId,
+        end: ExprId,
+        body: Block,
+    },
     /// `while cond { body }`; `cond` is evaluated before each iteration.
-    While { cond: ExprId, body: Block },
+    While {
+        cond: ExprId,
+        body: Block,
+    },
     Break,
     Continue,
     /// Return from a func (with a value), or end this invocation of a parallel loop (`None`).

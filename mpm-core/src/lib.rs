@@ -8,10 +8,14 @@ pub mod error;
 pub mod field;
 pub mod host;
 pub mod ir;
+pub mod kernel;
+pub mod lang;
+pub mod trace;
 pub mod types;
 
 pub use backend::{Backend, BackendKind, BackendRef, KernelDesc};
 pub use error::{Error, Result};
 pub use field::Field;
 pub use glam;
+pub use mpm_macros::{func, kernel};
 pub use types::{Elem, Value};

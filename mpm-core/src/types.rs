@@ -224,7 +224,10 @@ mod tests {
         assert_eq!(from_words::<Mat3>(&to_words(&[m])), vec![m]);
         let v = [IVec3::new(-1, 2, -3), IVec3::new(4, -5, 6)];
         assert_eq!(from_words::<IVec3>(&to_words(&v)), v.to_vec());
-        assert_eq!(from_words::<bool>(&to_words(&[true, false])), vec![true, false]);
+        assert_eq!(
+            from_words::<bool>(&to_words(&[true, false])),
+            vec![true, false]
+        );
         assert_eq!(<[Vec2; 3]>::ty().words(), 6);
     }
 }

@@ -1,1 +1,145 @@
+//! The CPU backend: fields in host memory, kernels run by their native (rayon) lowering.
 
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
+use mpm_core::host::{HostArgs, HostField};
+use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
+
+/// Host memory of one field.
+struct HostBuffer {
+    words: Box<[AtomicU32]>,
+}
+
+impl Buffer for HostBuffer {
+    fn words(&self) -> usize {
+        self.words.len()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Runs kernels on all cores with rayon.
+#[derive(Default)]
+pub struct CpuBackend {
+    profile: Mutex<HashMap<String, (u64, Duration)>>,
+}
+
+impl CpuBackend {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn host_buffer(b: &dyn Buffer) -> Result<&HostBuffer> {
+    b.as_any()
+        .downcast_ref::<HostBuffer>()
+        .ok_or_else(|| Error::Backend {
+            backend: "cpu",
+            message: "a field of another backend was passed to a CPU kernel".into(),
+        })
+}
+
+impl Backend for CpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
+    }
+
+    fn describe(&self) -> String {
+        format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+
+    fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(words).map_err(|_| Error::OutOfMemory {
+            requested: words as u64 * 4,
+            context: "host field".into(),
+        })?;
+        v.resize_with(words, || AtomicU32::new(0));
+        Ok(Arc::new(HostBuffer {
+            words: v.into_boxed_slice(),
+        }))
+    }
+
+    fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()> {
+        let b = host_buffer(buffer)?;
+        for (dst, src) in b.words.iter().zip(words) {
+            dst.store(*src, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>> {
+        Ok(host_buffer(buffer)?
+            .words
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect())
+    }
+
+    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
+        let fields = args
+            .fields
+            .iter()
+            .map(|f| {
+                Ok(HostField {
+                    words: &host_buffer(f.buffer)?.words,
+                    shape: f.shape,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let host = HostArgs {
+            fields,
+            scalars: args.scalars,
+            ranges: args.ranges,
+            out_of_bounds: AtomicUsize::new(0),
+        };
+        let start = Instant::now();
+        (kernel.cpu)(&host);
+        let elapsed = start.elapsed();
+        if let Ok(mut p) = self.profile.lock() {
+            let e = p.entry(kernel.qualified_name()).or_default();
+            e.0 += 1;
+            e.1 += elapsed;
+        }
+        match host.out_of_bounds.load(Ordering::Relaxed) {
+            0 => Ok(()),
+            n => Err(Error::OutOfBounds {
+                kernel: kernel.qualified_name(),
+                field: kernel
+                    .field_names
+                    .get(n - 1)
+                    .copied()
+                    .unwrap_or("?")
+                    .to_string(),
+            }),
+        }
+    }
+
+    /// On the CPU a kernel's loops are timed together, reported as loop 0.
+    fn profile(&self) -> Vec<LoopTiming> {
+        let p = self.profile.lock().map(|p| p.clone()).unwrap_or_default();
+        let mut out: Vec<LoopTiming> = p
+            .into_iter()
+            .map(|(kernel, (calls, total))| LoopTiming {
+                kernel,
+                loop_index: 0,
+                calls,
+                total,
+            })
+            .collect();
+        out.sort_by(|a, b| b.total.cmp(&a.total));
+        out
+    }
+
+    fn reset_profile(&self) {
+        if let Ok(mut p) = self.profile.lock() {
+            p.clear();
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The host side of a kernel call (used by code that `#[kernel]` generates).
+
+use crate::backend::{BackendRef, FieldArg, KernelDesc, LaunchArgs, LoopRange};
+use crate::error::{Error, Result};
+use crate::types::Elem;
+
+/// Appends a scalar parameter's words.
+pub fn push_scalar<T: Elem>(out: &mut Vec<u32>, value: &T) {
+    let start = out.len();
+    out.resize(start + T::WORDS, 0);
+    value.write_words(&mut out[start..]);
+}
+
+/// The index space of `field.indices()`.
+pub fn indices_range<const D: usize>(shape: &[u32; D]) -> LoopRange {
+    LoopRange {
+        start: 0,
+        count: shape.iter().map(|&s| s as u64).product(),
+    }
+}
+
+/// Runs a kernel on the backend its fields live on.
+pub fn launch(
+    desc: &KernelDesc,
+    backends: &[&BackendRef],
+    fields: Vec<FieldArg<'_>>,
+    scalars: &[u32],
+    ranges: &[LoopRange],
+) -> Result<()> {
+    let backend = backends[0];
+    if backends.iter().any(|b| !std::sync::Arc::ptr_eq(b, backend)) {
+        return Err(Error::MixedBackends {
+            kernel: desc.qualified_name(),
+        });
+    }
+    backend.launch(
+        desc,
+        &LaunchArgs {
+            fields,
+            scalars,
+            ranges,
+        },
+    )
+}

@@ -1,0 +1,109 @@
+use std::sync::Arc;
+
+use mpm_core::glam::{IVec2, Vec2};
+use mpm_core::{func, kernel, BackendRef, Field};
+
+#[func]
+fn twice(x: f32) -> f32 {
+    x * 2.0
+}
+
+#[kernel]
+fn axpy(a: &Field<f32>, b: &mut Field<f32>, s: f32) {
+    for i in a.indices() {
+        b[i] = twice(a[i]) + s;
+    }
+}
+
+#[kernel]
+fn scatter(g: &mut Field<f32, 2>, n: i32) {
+    for i in 0..n {
+        let c = ivec2(i % 4, 0);
+        g[c] += 1.0;
+    }
+}
+
+#[kernel]
+fn vecs(v: &mut Field<Vec2>) {
+    for i in v.indices() {
+        let mut acc = Vec2::ZERO;
+        for k in 0..3 {
+            if k == 1 {
+                continue;
+            }
+            acc.x += k as f32;
+        }
+        let w = [1.0, 2.0, 3.0];
+        acc.y = w[i as i32 % 3];
+        v[i] = acc;
+    }
+}
+
+#[test]
+fn kernels_run_on_cpu() {
+    let be: BackendRef = Arc::new(mpm_cpu::CpuBackend::new());
+    let a = Field::<f32>::from_slice(&be, [4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    let mut b = Field::<f32>::new(&be, [4]).unwrap();
+    axpy(&a, &mut b, 0.5).unwrap();
+    assert_eq!(b.download().unwrap(), vec![2.5, 4.5, 6.5, 8.5]);
+    let mut g = Field::<f32, 2>::new(&be, [4, 1]).unwrap();
+    scatter(&mut g, 1000).unwrap();
+    assert_eq!(g.download().unwrap(), vec![250.0; 4]);
+    let mut v = Field::<Vec2>::new(&be, [3]).unwrap();
+    vecs(&mut v).unwrap();
+    assert_eq!(
+        v.download().unwrap(),
+        vec![
+            Vec2::new(2.0, 1.0),
+            Vec2::new(2.0, 2.0),
+            Vec2::new(2.0, 3.0)
+        ]
+    );
+    let _ = IVec2::ZERO;
+}
+
+/// A backend that only traces kernels, to check the GPU lowering builds.
+struct TraceOnly(std::sync::Mutex<Vec<mpm_core::ir::Kernel>>);
+impl mpm_core::Backend for TraceOnly {
+    fn kind(&self) -> mpm_core::BackendKind {
+        mpm_core::BackendKind::Cpu
+    }
+    fn describe(&self) -> String {
+        "trace".into()
+    }
+    fn alloc(&self, words: usize) -> mpm_core::Result<Arc<dyn mpm_core::backend::Buffer>> {
+        mpm_cpu::CpuBackend::new().alloc(words)
+    }
+    fn write(&self, _: &dyn mpm_core::backend::Buffer, _: &[u32]) -> mpm_core::Result<()> {
+        Ok(())
+    }
+    fn read(&self, _: &dyn mpm_core::backend::Buffer) -> mpm_core::Result<Vec<u32>> {
+        Ok(vec![])
+    }
+    fn launch(
+        &self,
+        k: &mpm_core::KernelDesc,
+        _: &mpm_core::backend::LaunchArgs<'_>,
+    ) -> mpm_core::Result<()> {
+        self.0.lock().unwrap().push((k.trace)()?);
+        Ok(())
+    }
+    fn profile(&self) -> Vec<mpm_core::backend::LoopTiming> {
+        vec![]
+    }
+    fn reset_profile(&self) {}
+}
+
+#[test]
+fn kernels_trace() {
+    let t = Arc::new(TraceOnly(Default::default()));
+    let be: BackendRef = t.clone();
+    let a = Field::<f32>::new(&be, [4]).unwrap();
+    let mut b = Field::<f32>::new(&be, [4]).unwrap();
+    axpy(&a, &mut b, 0.5).unwrap();
+    let mut v = Field::<Vec2>::new(&be, [3]).unwrap();
+    vecs(&mut v).unwrap();
+    let ks = t.0.lock().unwrap();
+    println!("{:#?}", ks[1]);
+    assert_eq!(ks[0].funcs.len(), 1);
+}

@@ -1,0 +1,162 @@
+//! Kernel and func signatures.
+
+use syn::{
+    spanned::Spanned, Error, FnArg, GenericArgument, Ident, Pat, PathArguments, Result, Type,
+};
+
+/// A kernel parameter.
+pub enum Param {
+    Field {
+        name: Ident,
+        elem: Type,
+        dims: usize,
+        writable: bool,
+        index: usize,
+    },
+    Scalar {
+        name: Ident,
+        ty: Type,
+        index: usize,
+    },
+}
+
+impl Param {
+    pub fn name(&self) -> &Ident {
+        match self {
+            Param::Field { name, .. } | Param::Scalar { name, .. } => name,
+        }
+    }
+}
+
+pub fn arg_name(arg: &FnArg) -> Result<(Ident, bool, &Type)> {
+    match arg {
+        FnArg::Receiver(r) => Err(Error::new(
+            r.span(),
+            "kernels and funcs take no `self`; write a free function",
+        )),
+        FnArg::Typed(pt) => match &*pt.pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                Ok((pi.ident.clone(), pi.mutability.is_some(), &pt.ty))
+            }
+            other => Err(Error::new(
+                other.span(),
+                "parameters must be plain names (`x: f32`), not patterns",
+            )),
+        },
+    }
+}
+
+/// `Field<T>` / `Field<T, D>`: the element type and dimension count.
+fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
+    let Type::Path(tp) = ty else { return None };
+    let last = tp.path.segments.last()?;
+    if last.ident != "Field" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return Some(Err(Error::new(
+            last.span(),
+            "write `Field<T>` or `Field<T, D>` with D in 0..=3",
+        )));
+    };
+    let mut it = args.args.iter();
+    let elem = match it.next() {
+        Some(GenericArgument::Type(t)) => t.clone(),
+        _ => {
+            return Some(Err(Error::new(
+                args.span(),
+                "the first argument of `Field` is the element type",
+            )))
+        }
+    };
+    let dims = match it.next() {
+        None => 1,
+        Some(GenericArgument::Const(syn::Expr::Lit(l))) if l_int(l).is_some() => {
+            l_int(l).unwrap_or(1)
+        }
+        Some(other) => {
+            return Some(Err(Error::new(
+                other.span(),
+                "the dimension count must be a literal 0, 1, 2 or 3",
+            )))
+        }
+    };
+    if dims > 3 {
+        return Some(Err(Error::new(
+            args.span(),
+            "fields have 0 to 3 dimensions",
+        )));
+    }
+    Some(Ok((elem, dims)))
+}
+
+fn l_int(l: &syn::ExprLit) -> Option<usize> {
+    match &l.lit {
+        syn::Lit::Int(i) => i.base10_parse().ok(),
+        _ => None,
+    }
+}
+
+/// The parameters of a kernel.
+pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
+    if !sig.generics.params.is_empty() {
+        return Err(Error::new(sig.generics.span(), "kernels cannot be generic"));
+    }
+    if let syn::ReturnType::Type(_, t) = &sig.output {
+        return Err(Error::new(
+            t.span(),
+            "kernels return nothing; their results are written into fields",
+        ));
+    }
+    let mut params = Vec::new();
+    let (mut fields, mut scalars) = (0, 0);
+    for arg in &sig.inputs {
+        let (name, _, ty) = arg_name(arg)?;
+        match ty {
+            Type::Reference(r) => {
+                match field_type(&r.elem) {
+                    Some(parsed) => {
+                        let (elem, dims) = parsed?;
+                        params.push(Param::Field {
+                            name,
+                            elem,
+                            dims,
+                            writable: r.mutability.is_some(),
+                            index: fields,
+                        });
+                        fields += 1;
+                    }
+                    None => return Err(Error::new(
+                        r.span(),
+                        "reference parameters must be fields: `&Field<T, D>` or `&mut Field<T, D>`",
+                    )),
+                }
+            }
+            other => {
+                if field_type(other).is_some() {
+                    return Err(Error::new(
+                        other.span(),
+                        "pass fields by reference: `&Field<..>` or `&mut Field<..>`",
+                    ));
+                }
+                params.push(Param::Scalar {
+                    name,
+                    ty: other.clone(),
+                    index: scalars,
+                });
+                scalars += 1;
+            }
+        }
+    }
+    if fields == 0 {
+        return Err(Error::new(
+            if sig.inputs.is_empty() {
+                sig.ident.span()
+            } else {
+                sig.inputs.span()
+            },
+            "a kernel needs at least one field parameter (it runs on its fields' backend)",
+        ));
+    }
+    Ok(params)
+}
