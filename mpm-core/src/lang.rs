@@ -4,6 +4,9 @@
 //! operator implementations are generated together with the traced ones in `trace.rs` from
 //! one table, so both lowerings accept exactly the same type combinations.
 
+pub use crate::linalg::{polar, svd};
+pub use crate::rng::{rand_f32, rand_u32};
+
 use glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
 
 macro_rules! binary_trait {

@@ -10,6 +10,8 @@ pub mod host;
 pub mod ir;
 pub mod kernel;
 pub mod lang;
+pub mod linalg;
+pub mod rng;
 pub mod trace;
 pub mod types;
 

@@ -760,6 +760,15 @@ macro_rules! __trace_binary {
             }
         }
     };
+    (lit_both $tr:ident, $op:ident, $l:ty, $r:ty, $o:ty) => {
+        impl $crate::trace::$tr<$r> for $l {
+            type Output = $crate::trace::Expr<$o>;
+            fn apply(self, r: $r) -> Self::Output {
+                let l = $crate::trace::constant(self).id();
+                $crate::trace::__binary($crate::ir::BinOp::$op, l, $crate::trace::constant(r).id())
+            }
+        }
+    };
     (lit_l $tr:ident, $op:ident, $l:ty, $r:ty, $o:ty) => {
         impl $crate::trace::$tr<$crate::trace::Expr<$r>> for $l {
             type Output = $crate::trace::Expr<$o>;
@@ -812,6 +821,11 @@ macro_rules! scalar_ops {
         crate::__trace_binary!(lit_l TDiv, Div, $t, $t, $t);
         crate::__trace_binary!(lit_r TRem, Rem, $t, $t, $t);
         crate::__trace_binary!(lit_l TRem, Rem, $t, $t, $t);
+        crate::__trace_binary!(lit_both TAdd, Add, $t, $t, $t);
+        crate::__trace_binary!(lit_both TSub, Sub, $t, $t, $t);
+        crate::__trace_binary!(lit_both TMul, Mul, $t, $t, $t);
+        crate::__trace_binary!(lit_both TDiv, Div, $t, $t, $t);
+        crate::__trace_binary!(lit_both TRem, Rem, $t, $t, $t);
     };
 }
 scalar_ops!(
@@ -1262,3 +1276,46 @@ pub fn untuple3<A: Value, B: Value, C: Value>(t: Expr<(A, B, C)>) -> (Expr<A>, E
         Expr::new(ExprKind::Member(t.id, 2)),
     )
 }
+
+/// Matrices with a traced SVD and polar decomposition.
+pub trait TraceSvd: Value {
+    type Vector: Value;
+    fn svd_(m: Expr<Self>) -> Expr<(Self, Self::Vector, Self)>;
+    fn polar_(m: Expr<Self>) -> Expr<(Self, Self)>;
+}
+impl TraceSvd for Mat2 {
+    type Vector = Vec2;
+    fn svd_(m: Expr<Self>) -> Expr<(Self, Vec2, Self)> {
+        crate::linalg::svd2::expand(m)
+    }
+    fn polar_(m: Expr<Self>) -> Expr<(Self, Self)> {
+        crate::linalg::polar2::expand(m)
+    }
+}
+impl TraceSvd for Mat3 {
+    type Vector = Vec3;
+    fn svd_(m: Expr<Self>) -> Expr<(Self, Vec3, Self)> {
+        crate::linalg::svd3::expand(m)
+    }
+    fn polar_(m: Expr<Self>) -> Expr<(Self, Self)> {
+        crate::linalg::polar3::expand(m)
+    }
+}
+/// Traced `svd(m)`: `(U, sigma, V)`.
+pub fn svd<M: TraceSvd>(m: Expr<M>) -> Expr<(M, M::Vector, M)> {
+    M::svd_(m)
+}
+/// Traced `polar(m)`: `(R, S)`.
+pub fn polar<M: TraceSvd>(m: Expr<M>) -> Expr<(M, M)> {
+    M::polar_(m)
+}
+/// Traced `rand_u32(seed, index)`.
+pub fn rand_u32(seed: impl IntoExpr<u32>, index: impl IntoExpr<u32>) -> Expr<u32> {
+    crate::rng::rand_u32::expand(seed.into_expr(), index.into_expr())
+}
+/// Traced `rand_f32(seed, index)`.
+pub fn rand_f32(seed: impl IntoExpr<u32>, index: impl IntoExpr<u32>) -> Expr<f32> {
+    crate::rng::rand_f32::expand(seed.into_expr(), index.into_expr())
+}
+/// Traced `.col(i)` / `m[i]`.
+pub use self::index as col;
