@@ -603,6 +603,14 @@ impl Lower {
         }
         if segs.len() == 2 && builtins::TYPES.contains(&segs[0].as_str()) {
             let ty = format_ident!("{}", segs[0]);
+            let known = builtins::constructor(&segs[0], &segs[1]).is_some()
+                || segs[1] == "splat"
+                || segs[1] == "from_diagonal";
+            if known && self.target == Target::Cpu {
+                // glam's own associated function (keeps the user's imports meaningful).
+                let path = &p.path;
+                return Ok(quote!(#path(#(#args),*)));
+            }
             if let Some(ctor) = builtins::constructor(&segs[0], &segs[1]) {
                 let ctor = format_ident!("{}", ctor);
                 return Ok(quote!(#m::#ctor(#(#args),*)));

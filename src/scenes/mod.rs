@@ -1,0 +1,3 @@
+//! Benchmark scenes reproduced from Taichi's examples.
+
+pub mod mpm99;

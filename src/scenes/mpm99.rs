@@ -1,0 +1,251 @@
+//! Taichi's `mpm99.py`: water, jelly and snow in one 2D MLS-MPM grid (Hu et al. 2018,
+//! "A Moving Least Squares Material Point Method"; snow after Stomakhin et al. 2013).
+//!
+//! 9000 particles in three groups, 128^2 grid, dt = 1e-4, E = 1e3, nu = 0.2, gravity 50,
+//! hardening h = exp(10 (1 - Jp)) (jelly h = 0.3, water mu = 0), snow's singular values
+//! clamped to [1 - 2.5e-2, 1 + 4.5e-3], quadratic B-splines, walls 3 cells thick.
+
+use mpm_core::glam::{IVec2, Mat2, Vec2};
+use mpm_core::rng::rand_f32;
+use mpm_core::{func, kernel, BackendRef, Field, Result};
+
+/// Material ids of the scene.
+pub const WATER: i32 = 0;
+pub const JELLY: i32 = 1;
+pub const SNOW: i32 = 2;
+
+/// Quadratic B-spline weights of the three nodes around a particle, per axis.
+#[func]
+pub fn quadratic_weights(fx: Vec2) -> [Vec2; 3] {
+    let a = Vec2::splat(1.5) - fx;
+    let b = fx - Vec2::splat(1.0);
+    let c = fx - Vec2::splat(0.5);
+    [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c]
+}
+
+/// Physical constants of a run, as kernel scalars.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    pub n_grid: i32,
+    pub dt: f32,
+    pub dx: f32,
+    pub inv_dx: f32,
+    pub p_vol: f32,
+    pub p_mass: f32,
+    pub mu_0: f32,
+    pub lambda_0: f32,
+    pub gravity: f32,
+}
+
+impl Params {
+    pub fn mpm99() -> Self {
+        let n_grid = 128;
+        let dx = 1.0 / n_grid as f32;
+        let p_vol = (dx * 0.5) * (dx * 0.5);
+        let (e, nu) = (1e3f32, 0.2f32);
+        Params {
+            n_grid,
+            dt: 1e-4,
+            dx,
+            inv_dx: n_grid as f32,
+            p_vol,
+            p_mass: p_vol, // density 1
+            mu_0: e / (2.0 * (1.0 + nu)),
+            lambda_0: e * nu / ((1.0 + nu) * (1.0 - 2.0 * nu)),
+            gravity: 50.0,
+        }
+    }
+}
+
+/// One MLS-MPM substep: clear grid, P2G with stress, grid update, G2P. Four parallel loops,
+/// recorded as one launch.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn substep(
+    x: &mut Field<Vec2>,
+    v: &mut Field<Vec2>,
+    c: &mut Field<Mat2>,
+    f: &mut Field<Mat2>,
+    jp: &mut Field<f32>,
+    material: &Field<i32>,
+    grid_v: &mut Field<Vec2, 2>,
+    grid_m: &mut Field<f32, 2>,
+    n_grid: i32,
+    dt: f32,
+    dx: f32,
+    inv_dx: f32,
+    p_vol: f32,
+    p_mass: f32,
+    mu_0: f32,
+    lambda_0: f32,
+    gravity: f32,
+) {
+    for cell in grid_m.indices() {
+        grid_v[cell] = Vec2::ZERO;
+        grid_m[cell] = 0.0;
+    }
+    for p in x.indices() {
+        let xp = x[p] * inv_dx;
+        let base = (xp - Vec2::splat(0.5)).as_ivec2();
+        let fx = xp - base.as_vec2();
+        let w = quadratic_weights(fx);
+        let mut fp = (Mat2::IDENTITY + dt * c[p]) * f[p];
+        let mat = material[p];
+        let mut h = exp(10.0 * (1.0 - jp[p]));
+        if mat == 1 {
+            h = 0.3;
+        }
+        let mut mu = mu_0 * h;
+        let la = lambda_0 * h;
+        if mat == 0 {
+            mu = 0.0;
+        }
+        let (u, mut sig, vv) = svd(fp);
+        let mut j = 1.0;
+        let mut jp_new = jp[p];
+        for d in 0..2 {
+            let mut new_sig = sig[d];
+            if mat == 2 {
+                new_sig = min(max(sig[d], 1.0 - 2.5e-2), 1.0 + 4.5e-3);
+            }
+            jp_new *= sig[d] / new_sig;
+            sig[d] = new_sig;
+            j *= new_sig;
+        }
+        jp[p] = jp_new;
+        if mat == 0 {
+            fp = Mat2::IDENTITY * sqrt(j);
+        } else if mat == 2 {
+            fp = u * Mat2::from_diagonal(sig) * transpose(vv);
+        }
+        f[p] = fp;
+        let stress = 2.0 * mu * (fp - u * transpose(vv)) * transpose(fp) + Mat2::IDENTITY * (la * j * (j - 1.0));
+        let stress = (-dt * p_vol * 4.0 * inv_dx * inv_dx) * stress;
+        let affine = stress + p_mass * c[p];
+        let vp = v[p];
+        for i in 0..3 {
+            for jj in 0..3 {
+                let offset = IVec2::new(i, jj);
+                let dpos = (offset.as_vec2() - fx) * dx;
+                let weight = w[i].x * w[jj].y;
+                grid_v[base + offset] += weight * (p_mass * vp + affine * dpos);
+                grid_m[base + offset] += weight * p_mass;
+            }
+        }
+    }
+    for cell in grid_m.indices() {
+        let m = grid_m[cell];
+        if m > 0.0 {
+            let mut gv = grid_v[cell] / m;
+            gv.y -= dt * gravity;
+            if cell.x < 3 && gv.x < 0.0 {
+                gv.x = 0.0;
+            }
+            if cell.x > n_grid - 3 && gv.x > 0.0 {
+                gv.x = 0.0;
+            }
+            if cell.y < 3 && gv.y < 0.0 {
+                gv.y = 0.0;
+            }
+            if cell.y > n_grid - 3 && gv.y > 0.0 {
+                gv.y = 0.0;
+            }
+            grid_v[cell] = gv;
+        }
+    }
+    for p in x.indices() {
+        let xp = x[p] * inv_dx;
+        let base = (xp - Vec2::splat(0.5)).as_ivec2();
+        let fx = xp - base.as_vec2();
+        let w = quadratic_weights(fx);
+        let mut new_v = Vec2::ZERO;
+        let mut new_c = Mat2::ZERO;
+        for i in 0..3 {
+            for jj in 0..3 {
+                let offset = IVec2::new(i, jj);
+                let dpos = offset.as_vec2() - fx;
+                let g_v = grid_v[base + offset];
+                let weight = w[i].x * w[jj].y;
+                new_v += weight * g_v;
+                new_c += (4.0 * inv_dx * weight) * outer(g_v, dpos);
+            }
+        }
+        v[p] = new_v;
+        c[p] = new_c;
+        x[p] = x[p] + dt * new_v;
+    }
+}
+
+/// The mpm99 scene on one backend.
+pub struct Mpm99 {
+    pub params: Params,
+    pub x: Field<Vec2>,
+    pub v: Field<Vec2>,
+    pub c: Field<Mat2>,
+    pub f: Field<Mat2>,
+    pub jp: Field<f32>,
+    pub material: Field<i32>,
+    pub grid_v: Field<Vec2, 2>,
+    pub grid_m: Field<f32, 2>,
+}
+
+/// Particle count of the scene.
+pub const PARTICLES: usize = 9000;
+
+impl Mpm99 {
+    /// The initial state (Taichi's `reset()`), with positions from the counter-based RNG.
+    pub fn new(backend: &BackendRef, seed: u32) -> Result<Self> {
+        let params = Params::mpm99();
+        let n = PARTICLES;
+        let group = n / 3;
+        let mut x = Vec::with_capacity(n);
+        let mut material = Vec::with_capacity(n);
+        for i in 0..n {
+            let g = (i / group) as f32;
+            let (rx, ry) = (rand_f32(seed, 2 * i as u32), rand_f32(seed, 2 * i as u32 + 1));
+            x.push(Vec2::new(rx * 0.2 + 0.3 + 0.10 * g, ry * 0.2 + 0.05 + 0.32 * g));
+            material.push((i / group) as i32);
+        }
+        let g = params.n_grid as u32;
+        Ok(Mpm99 {
+            params,
+            x: Field::from_slice(backend, [n as u32], &x)?,
+            v: Field::new(backend, [n as u32])?,
+            c: Field::new(backend, [n as u32])?,
+            f: Field::from_slice(backend, [n as u32], &vec![Mat2::IDENTITY; n])?,
+            jp: Field::from_slice(backend, [n as u32], &vec![1.0; n])?,
+            material: Field::from_slice(backend, [n as u32], &material)?,
+            grid_v: Field::new(backend, [g, g])?,
+            grid_m: Field::new(backend, [g, g])?,
+        })
+    }
+
+    /// Advances one substep of `params.dt`.
+    pub fn substep(&mut self) -> Result<()> {
+        let p = self.params;
+        substep(
+            &mut self.x,
+            &mut self.v,
+            &mut self.c,
+            &mut self.f,
+            &mut self.jp,
+            &self.material,
+            &mut self.grid_v,
+            &mut self.grid_m,
+            p.n_grid,
+            p.dt,
+            p.dx,
+            p.inv_dx,
+            p.p_vol,
+            p.p_mass,
+            p.mu_0,
+            p.lambda_0,
+            p.gravity,
+        )
+    }
+
+    /// Substeps per rendered frame (Taichi: 2e-3 / dt).
+    pub fn substeps_per_frame(&self) -> usize {
+        (2e-3 / self.params.dt).round() as usize
+    }
+}
