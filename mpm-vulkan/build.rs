@@ -1,7 +1,8 @@
 //! Debian's `libshaderc_combined.a` leaves glslang and SPIRV-Tools symbols undefined;
 //! link the static libraries that provide them (see DESIGN.md, section 9).
 fn main() {
-    let dir = std::env::var("SHADERC_LIB_DIR").unwrap_or_else(|_| "/usr/lib/x86_64-linux-gnu".into());
+    let dir =
+        std::env::var("SHADERC_LIB_DIR").unwrap_or_else(|_| "/usr/lib/x86_64-linux-gnu".into());
     println!("cargo:rerun-if-env-changed=SHADERC_LIB_DIR");
     println!("cargo:rustc-link-search=native={dir}");
     for lib in [
@@ -14,7 +15,10 @@ fn main() {
         "SPIRV-Tools-opt",
         "SPIRV-Tools",
     ] {
-        if std::path::Path::new(&dir).join(format!("lib{lib}.a")).exists() {
+        if std::path::Path::new(&dir)
+            .join(format!("lib{lib}.a"))
+            .exists()
+        {
             println!("cargo:rustc-link-lib=static={lib}");
         }
     }
