@@ -72,10 +72,11 @@ fn quote_error(glsl: &str, message: &str) -> String {
     let lines: Vec<&str> = glsl.lines().collect();
     let mut quoted = Vec::new();
     for m in message.lines() {
-        let mut parts = m.splitn(3, ':');
-        let (_, Some(n)) = (parts.next(), parts.next()) else {
+        // `NAME:LINE: error: ...` where NAME may itself contain colons.
+        let Some(pos) = m.find(": error:").or_else(|| m.find(": warning:")) else {
             continue;
         };
+        let n = m[..pos].rsplit(':').next().unwrap_or("");
         if let Ok(n) = n.trim().parse::<usize>() {
             if n >= 1 && n <= lines.len() && !quoted.contains(&n) {
                 quoted.push(n);

@@ -289,9 +289,11 @@ impl Runtime {
             .map_err(|m| backend_err(format!("kernel `{qname}`: {m}")))?;
         let mut spirv = Vec::with_capacity(sources.len());
         for (l, src) in sources.iter().enumerate() {
-            let words = self
-                .shaders
-                .spirv(qname, &format!("{qname}#loop{l}.comp"), src)?;
+            let words = self.shaders.spirv(
+                qname,
+                &format!("{}_loop{l}.comp", qname.replace("::", "_")),
+                src,
+            )?;
             self.compiled.push(CompiledShader {
                 kernel: qname.to_string(),
                 loop_index: l,
