@@ -263,7 +263,8 @@ impl Context {
         let entry = load_entry()?;
         let (instance, validation) = create_instance(&entry, options.validation)?;
         // From here on, clean up the instance on failure.
-        match Self::with_instance(entry, instance.clone(), validation, options) {
+        // `entry` (the loaded library) must outlive the instance, also on failure.
+        match Self::with_instance(entry.clone(), instance.clone(), validation, options) {
             Ok(c) => Ok(c),
             Err(e) => {
                 // SAFETY: `with_instance` destroyed everything it created before failing.
