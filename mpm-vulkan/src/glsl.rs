@@ -51,10 +51,10 @@ pub fn float_views(kernel: &Kernel, float_atomics: bool) -> Vec<bool> {
     fn walk(b: &Block, k: &Kernel, out: &mut [bool]) {
         for s in b {
             match s {
-                Stmt::AtomicAdd { field, .. } => {
-                    if k.fields[*field as usize].elem.scalar() == Some(Scalar::F32) {
-                        out[*field as usize] = true;
-                    }
+                Stmt::AtomicAdd { field, .. }
+                    if k.fields[*field as usize].elem.scalar() == Some(Scalar::F32) =>
+                {
+                    out[*field as usize] = true;
                 }
                 Stmt::If {
                     then, otherwise, ..
@@ -185,7 +185,9 @@ pub fn var_name(name: &str, id: u32) -> String {
         }
     }
     let s = s.trim_end_matches('_');
-    let s = if s.starts_with("gl_") || s.starts_with(|c: char| c.is_ascii_digit()) || s.is_empty() {
+    // `gl_` is reserved by GLSL and `mpm` by this printer (helpers, funcs, temporaries).
+    let reserved = s.starts_with("gl_") || s.starts_with("mpm");
+    let s = if reserved || s.starts_with(|c: char| c.is_ascii_digit()) || s.is_empty() {
         format!("v{s}")
     } else {
         s.to_string()
@@ -195,7 +197,7 @@ pub fn var_name(name: &str, id: u32) -> String {
 
 fn func_name(f: &Func, idx: usize) -> String {
     let short = f.key.rsplit("::").next().unwrap_or(&f.key);
-    var_name(&format!("fn_{short}"), idx as u32)
+    format!("mpm_fn_{}", var_name(short, idx as u32))
 }
 
 /// A float literal that round-trips.
@@ -1070,5 +1072,6 @@ mod tests {
         assert_eq!(var_name("gl_x", 1), "vgl_x_1");
         assert_eq!(var_name("a__b_", 2), "a_b_2");
         assert_eq!(var_name("", 0), "v_0");
+        assert_eq!(var_name("mpm_id", 4), "vmpm_id_4");
     }
 }

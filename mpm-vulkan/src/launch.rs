@@ -123,8 +123,8 @@ impl Runtime {
         // data; on failure we retry without it.
         rt.pipeline_cache = match unsafe { d.create_pipeline_cache(&ci, None) } {
             Ok(c) => c,
-            // SAFETY: as above, with no initial data.
             Err(_) => {
+                // SAFETY: as above, with no initial data.
                 unsafe { d.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None) }
                     .map_err(|r| vk_err("vkCreatePipelineCache", r))?
             }
