@@ -59,6 +59,9 @@ pub fn final_checks(be: &VulkanBackend) {
         eprintln!("note: spirv-val not found; SPIR-V not validated");
     }
     for s in &shaders {
+        if std::env::var_os("MPM_DUMP_GLSL").is_some() {
+            eprintln!("// ===== {} loop {}\n{}", s.kernel, s.loop_index, s.glsl);
+        }
         if have_val {
             let dir = std::env::temp_dir().join(format!("mpm-vk-test-{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
