@@ -1,1 +1,205 @@
+//! Vulkan backend of the mpm engine: kernel IR -> GLSL -> SPIR-V (shaderc), dispatched with ash.
+//!
+//! * [`context`]: instance, validation layer, device selection, logical device.
+//! * [`memory`]: gpu-allocator buffers (fields, staging).
+//! * [`glsl`]: the IR -> GLSL printer.
+//! * [`compile`]: shaderc with in-memory and on-disk SPIR-V caches, pipeline-cache persistence.
+//! * [`launch`]: pipelines, descriptor sets, command recording and submission.
 
+mod compile;
+mod context;
+pub mod glsl;
+mod launch;
+mod memory;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
+use mpm_core::{Backend, BackendKind, KernelDesc, Result};
+
+pub use compile::{cache_dir, fnv1a64, CompileStats};
+pub use context::list_devices;
+pub use launch::LOCAL_SIZE;
+
+use context::{backend_err, Context};
+use launch::Runtime;
+
+/// How to create a [`VulkanBackend`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VulkanOptions {
+    /// Device index or case-insensitive substring of its name; `None` picks the best device
+    /// (discrete > integrated > virtual > CPU).
+    pub device: Option<String>,
+    /// Enable the Khronos validation layer (when installed) and collect its messages.
+    pub validation: bool,
+    /// Use `VK_EXT_shader_atomic_float` where the device supports it (else compare-and-swap).
+    pub float_atomics: bool,
+}
+
+impl Default for VulkanOptions {
+    fn default() -> Self {
+        VulkanOptions {
+            device: None,
+            validation: false,
+            float_atomics: true,
+        }
+    }
+}
+
+impl VulkanOptions {
+    /// `MPM_VK_DEVICE` (index or name substring), `MPM_VK_VALIDATION=1`,
+    /// `MPM_VK_NO_FLOAT_ATOMICS=1` (forces the compare-and-swap fallback).
+    pub fn from_env() -> Self {
+        let flag = |k: &str| {
+            std::env::var(k)
+                .map(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+                .unwrap_or(false)
+        };
+        VulkanOptions {
+            device: std::env::var("MPM_VK_DEVICE")
+                .ok()
+                .filter(|s| !s.trim().is_empty()),
+            validation: flag("MPM_VK_VALIDATION"),
+            float_atomics: !flag("MPM_VK_NO_FLOAT_ATOMICS"),
+        }
+    }
+}
+
+/// A Vulkan device as listed by [`list_devices`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceInfo {
+    /// Index in the loader's enumeration order (what `MPM_VK_DEVICE=<n>` selects).
+    pub index: usize,
+    pub name: String,
+    /// "discrete", "integrated", "virtual", "cpu" or "other".
+    pub device_type: String,
+    pub max_storage_buffer_range: u32,
+    pub max_compute_work_group_count: [u32; 3],
+    pub max_push_constants_size: u32,
+    pub subgroup_size: u32,
+    /// The device supports `shaderBufferFloat32AtomicAdd`.
+    pub float_atomic_add: bool,
+}
+
+/// What the selected device can do, as used by code generation and launches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceCaps {
+    /// f32 atomic add on storage buffers is enabled (supported and allowed).
+    pub float_atomic_add: bool,
+    pub subgroup_size: u32,
+    pub max_storage_buffer_range: u32,
+    pub max_workgroup_count: [u32; 3],
+    pub max_push_constants_size: u32,
+    /// Timestamps can be written on the compute queue.
+    pub timestamps: bool,
+    pub timestamp_valid_bits: u32,
+    /// Nanoseconds per timestamp tick.
+    pub timestamp_period_ns: f32,
+}
+
+/// One compiled shader (one parallel loop of a kernel), for inspection and tests.
+#[derive(Clone, Debug)]
+pub struct CompiledShader {
+    pub kernel: String,
+    pub loop_index: usize,
+    pub glsl: String,
+    pub spirv: Vec<u32>,
+}
+
+/// The Vulkan backend. Buffers it allocates keep the device alive, so they may outlive it.
+pub struct VulkanBackend {
+    ctx: Arc<Context>,
+    rt: Mutex<Runtime>,
+}
+
+impl VulkanBackend {
+    pub fn new(options: VulkanOptions) -> Result<Self> {
+        let ctx = Arc::new(Context::new(&options)?);
+        let rt = Runtime::new(ctx.clone())?;
+        Ok(VulkanBackend {
+            ctx,
+            rt: Mutex::new(rt),
+        })
+    }
+
+    /// The capabilities of the selected device.
+    pub fn caps(&self) -> &DeviceCaps {
+        &self.ctx.caps
+    }
+
+    /// The selected device.
+    pub fn device_info(&self) -> &DeviceInfo {
+        &self.ctx.info
+    }
+
+    /// Whether the validation layer is active for this backend.
+    pub fn validation_enabled(&self) -> bool {
+        self.ctx.validation
+    }
+
+    /// Messages of severity WARNING or above reported by the validation layer of any backend
+    /// in this process so far.
+    pub fn validation_messages() -> Vec<String> {
+        context::VALIDATION_MESSAGES
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every shader compiled (or loaded from cache) by this backend, in order.
+    pub fn compiled_shaders(&self) -> Vec<CompiledShader> {
+        self.lock().map(|r| r.compiled.clone()).unwrap_or_default()
+    }
+
+    /// Shader cache counters.
+    pub fn compile_stats(&self) -> CompileStats {
+        self.lock()
+            .map(|r| r.shaders.stats.clone())
+            .unwrap_or_default()
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Runtime>> {
+        self.rt
+            .lock()
+            .map_err(|_| backend_err("backend state lock poisoned by a panic"))
+    }
+}
+
+impl Backend for VulkanBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Vulkan
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Vulkan: {} ({})",
+            self.ctx.info.name, self.ctx.info.device_type
+        )
+    }
+
+    fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>> {
+        Ok(Arc::new(self.lock()?.alloc(words)?))
+    }
+
+    fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()> {
+        self.lock()?.write(buffer, words)
+    }
+
+    fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>> {
+        self.lock()?.read(buffer)
+    }
+
+    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
+        self.lock()?.launch(kernel, args)
+    }
+
+    fn profile(&self) -> Vec<LoopTiming> {
+        self.lock().map(|r| r.profile.clone()).unwrap_or_default()
+    }
+
+    fn reset_profile(&self) {
+        if let Ok(mut r) = self.lock() {
+            r.profile.clear();
+        }
+    }
+}

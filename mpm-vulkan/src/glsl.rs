@@ -1,0 +1,1077 @@
+//! Prints kernel IR as GLSL compute shaders, one per parallel loop.
+//!
+//! Field shapes are specialised into the source as constants. Helper functions (integer
+//! division, per-field load/store/atomic-add with bounds checks, ...) and `#extension` lines
+//! are emitted on demand: printing the bodies records what they need, and [`Shader`]'s
+//! `Display` assembles the sections in dependency order.
+
+use std::collections::BTreeSet;
+use std::fmt::{self, Display, Write as _};
+
+use mpm_core::ir::{
+    BinOp, Block, Builtin, ExprId, ExprKind, Func, Kernel, LoopDomain, Place, Stmt, UnOp,
+};
+use mpm_core::types::{Scalar, Ty};
+
+/// What the generated code is specialised for.
+#[derive(Clone, Debug)]
+pub struct GlslOptions<'a> {
+    /// Shape of each field parameter (empty for 0-D fields).
+    pub shapes: &'a [Vec<u32>],
+    /// Use `GL_EXT_shader_atomic_float` for f32 atomic adds (else a compare-and-swap loop).
+    pub float_atomics: bool,
+    /// Workgroup size in x.
+    pub local_size: u32,
+}
+
+/// Binding of the out-of-bounds status word.
+pub const STATUS_BINDING: u32 = 0;
+
+/// Binding of the word view of field `k`.
+pub fn field_binding(k: usize) -> u32 {
+    1 + k as u32
+}
+
+/// Binding of the float view of field `k` (used by float atomics), given `n` fields.
+pub fn float_binding(k: usize, n: usize) -> u32 {
+    1 + (n + k) as u32
+}
+
+/// Number of push-constant words: start and count of the loop, then the scalars.
+pub fn push_words(kernel: &Kernel) -> u32 {
+    2 + kernel.scalars.iter().map(Ty::words).sum::<u32>()
+}
+
+/// For each field: whether its float view is bound (it has f32 atomic adds and float atomics are on).
+pub fn float_views(kernel: &Kernel, float_atomics: bool) -> Vec<bool> {
+    let mut out = vec![false; kernel.fields.len()];
+    if !float_atomics {
+        return out;
+    }
+    fn walk(b: &Block, k: &Kernel, out: &mut [bool]) {
+        for s in b {
+            match s {
+                Stmt::AtomicAdd { field, .. }
+                    if k.fields[*field as usize].elem.scalar() == Some(Scalar::F32) =>
+                {
+                    out[*field as usize] = true;
+                }
+                Stmt::If {
+                    then, otherwise, ..
+                } => {
+                    walk(then, k, out);
+                    walk(otherwise, k, out);
+                }
+                Stmt::For { body, .. } | Stmt::While { body, .. } => walk(body, k, out),
+                _ => {}
+            }
+        }
+    }
+    for f in &kernel.funcs {
+        walk(&f.body, kernel, &mut out);
+    }
+    for l in &kernel.loops {
+        walk(&l.body, kernel, &mut out);
+    }
+    out
+}
+
+/// Generates one GLSL compute shader per parallel loop of `kernel`.
+pub fn generate(kernel: &Kernel, opts: &GlslOptions<'_>) -> Result<Vec<String>, String> {
+    if opts.shapes.len() != kernel.fields.len() {
+        return Err(format!(
+            "{} field shapes given for {} fields",
+            opts.shapes.len(),
+            kernel.fields.len()
+        ));
+    }
+    for (k, f) in kernel.fields.iter().enumerate() {
+        if opts.shapes[k].len() != f.dims as usize {
+            return Err(format!(
+                "field `{}` has {} dims but shape {:?}",
+                f.name, f.dims, opts.shapes[k]
+            ));
+        }
+    }
+    (0..kernel.loops.len())
+        .map(|l| Ok(Printer::new(kernel, opts).shader(l)?.to_string()))
+        .collect()
+}
+
+/// Generic helper functions, emitted when used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Helper {
+    IDiv,
+    IRem,
+    UDiv,
+    URem,
+    FRem,
+    Round,
+    Trace,
+}
+
+/// Per-field helpers, emitted when used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum FieldOp {
+    Load,
+    Store,
+    Add,
+}
+
+/// A complete shader: sections printed in order by `Display`.
+struct Shader {
+    extensions: BTreeSet<&'static str>,
+    local_size: u32,
+    declarations: String,
+    structs: String,
+    helpers: String,
+    body: String,
+}
+
+impl Display for Shader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "#version 450")?;
+        for e in &self.extensions {
+            writeln!(f, "#extension {e} : require")?;
+        }
+        writeln!(f, "layout(local_size_x = {}) in;", self.local_size)?;
+        write!(
+            f,
+            "{}{}{}{}",
+            self.declarations, self.structs, self.helpers, self.body
+        )
+    }
+}
+
+struct Printer<'k> {
+    k: &'k Kernel,
+    opts: &'k GlslOptions<'k>,
+    float_views: Vec<bool>,
+    helpers: BTreeSet<Helper>,
+    field_ops: BTreeSet<(u32, FieldOp)>,
+    extensions: BTreeSet<&'static str>,
+    /// Tuple types seen so far; struct `mpm_tN` is entry N.
+    tuples: Vec<Vec<Ty>>,
+    structs: String,
+    /// Return type of the func being printed (None in `main`).
+    func_ret: Option<Ty>,
+}
+
+fn scalar_name(s: Scalar) -> &'static str {
+    match s {
+        Scalar::F32 => "float",
+        Scalar::I32 => "int",
+        Scalar::U32 => "uint",
+        Scalar::Bool => "bool",
+    }
+}
+
+fn vec_prefix(s: Scalar) -> &'static str {
+    match s {
+        Scalar::F32 => "",
+        Scalar::I32 => "i",
+        Scalar::U32 => "u",
+        Scalar::Bool => "b",
+    }
+}
+
+/// A readable, collision-free GLSL identifier for a Rust name plus a unique id.
+pub fn var_name(name: &str, id: u32) -> String {
+    let mut s = String::new();
+    for c in name.chars() {
+        let c = if c.is_ascii_alphanumeric() { c } else { '_' };
+        if !(c == '_' && s.ends_with('_')) {
+            s.push(c);
+        }
+    }
+    let s = s.trim_end_matches('_');
+    // `gl_` is reserved by GLSL and `mpm` by this printer (helpers, funcs, temporaries).
+    let reserved = s.starts_with("gl_") || s.starts_with("mpm");
+    let s = if reserved || s.starts_with(|c: char| c.is_ascii_digit()) || s.is_empty() {
+        format!("v{s}")
+    } else {
+        s.to_string()
+    };
+    format!("{s}_{id}")
+}
+
+fn func_name(f: &Func, idx: usize) -> String {
+    let short = f.key.rsplit("::").next().unwrap_or(&f.key);
+    format!("mpm_fn_{}", var_name(short, idx as u32))
+}
+
+/// A float literal that round-trips.
+fn float_lit(bits: u32) -> String {
+    let v = f32::from_bits(bits);
+    if !v.is_finite() {
+        return format!("uintBitsToFloat(0x{bits:08x}u)");
+    }
+    let mut s = format!("{v:?}");
+    if !s.contains(['.', 'e', 'E']) {
+        s.push_str(".0");
+    }
+    if v.is_sign_negative() {
+        format!("({s})")
+    } else {
+        s
+    }
+}
+
+fn int_lit(bits: u32) -> String {
+    let v = bits as i32;
+    if v == i32::MIN {
+        "(-2147483647 - 1)".into()
+    } else if v < 0 {
+        format!("({v})")
+    } else {
+        format!("{v}")
+    }
+}
+
+fn indent(n: usize) -> String {
+    "    ".repeat(n)
+}
+
+impl<'k> Printer<'k> {
+    fn new(k: &'k Kernel, opts: &'k GlslOptions<'k>) -> Self {
+        Printer {
+            k,
+            opts,
+            float_views: float_views(k, opts.float_atomics),
+            helpers: BTreeSet::new(),
+            field_ops: BTreeSet::new(),
+            extensions: BTreeSet::new(),
+            tuples: Vec::new(),
+            structs: String::new(),
+            func_ret: None,
+        }
+    }
+
+    fn ty(&mut self, ty: &Ty) -> String {
+        match ty {
+            Ty::Scalar(s) => scalar_name(*s).into(),
+            Ty::Vector(s, n) => format!("{}vec{n}", vec_prefix(*s)),
+            Ty::Matrix(n) => format!("mat{n}"),
+            Ty::Array(..) => {
+                let mut dims = String::new();
+                let mut t = ty;
+                while let Ty::Array(inner, n) = t {
+                    write!(dims, "[{n}]").unwrap();
+                    t = inner;
+                }
+                format!("{}{dims}", self.ty(t))
+            }
+            Ty::Tuple(ts) => {
+                if let Some(i) = self.tuples.iter().position(|t| t == ts) {
+                    return format!("mpm_t{i}");
+                }
+                let members: Vec<String> = ts.iter().map(|t| self.ty(t)).collect();
+                let i = self.tuples.len();
+                self.tuples.push(ts.clone());
+                let mut s = format!("struct mpm_t{i} {{");
+                if members.is_empty() {
+                    s.push_str(" uint unit;");
+                }
+                for (j, m) in members.iter().enumerate() {
+                    write!(s, " {m} m{j};").unwrap();
+                }
+                s.push_str(" };\n");
+                self.structs.push_str(&s);
+                format!("mpm_t{i}")
+            }
+        }
+    }
+
+    fn ety(&self, id: ExprId) -> &'k Ty {
+        &self.k.expr(id).ty
+    }
+
+    fn var(&self, id: u32) -> String {
+        var_name(&self.k.var(id).name, id)
+    }
+
+    /// Widens a scalar to `to` when `to` is a vector.
+    fn bcast(&mut self, s: String, from: &Ty, to: &Ty) -> String {
+        match (from, to) {
+            (Ty::Scalar(_), Ty::Vector(..)) => format!("{}({s})", self.ty(to)),
+            _ => s,
+        }
+    }
+
+    fn wider<'a>(a: &'a Ty, b: &'a Ty) -> &'a Ty {
+        if matches!(a, Ty::Scalar(_)) {
+            b
+        } else {
+            a
+        }
+    }
+
+    /// A field index converted to the signed form the field helpers take.
+    fn field_index(&mut self, index: ExprId) -> String {
+        let s = self.expr(index);
+        match self.ety(index) {
+            Ty::Scalar(Scalar::U32) => format!("int({s})"),
+            Ty::Vector(Scalar::U32, n) => format!("ivec{n}({s})"),
+            _ => s,
+        }
+    }
+
+    fn expr(&mut self, id: ExprId) -> String {
+        let e = self.k.expr(id);
+        let ty = &e.ty;
+        match &e.kind {
+            ExprKind::Lit(bits) => match ty {
+                Ty::Scalar(Scalar::F32) => float_lit(*bits),
+                Ty::Scalar(Scalar::I32) => int_lit(*bits),
+                Ty::Scalar(Scalar::U32) => format!("{bits}u"),
+                Ty::Scalar(Scalar::Bool) => (if *bits != 0 { "true" } else { "false" }).into(),
+                _ => format!("/* bad literal type {ty:?} */ 0"),
+            },
+            ExprKind::Var(v) => self.var(*v),
+            ExprKind::Scalar(n) => format!("mpm_s{n}"),
+            ExprKind::Unary(op, a) => {
+                let s = self.expr(*a);
+                match (op, self.ety(*a)) {
+                    (UnOp::Neg, _) => format!("(-{s})"),
+                    (UnOp::Not, Ty::Scalar(Scalar::Bool)) => format!("(!{s})"),
+                    (UnOp::Not, Ty::Vector(Scalar::Bool, _)) => format!("not({s})"),
+                    (UnOp::Not, _) => format!("(~{s})"),
+                }
+            }
+            ExprKind::Binary(op, a, b) => self.binary(*op, *a, *b, ty),
+            ExprKind::Cast(a) => {
+                let s = self.expr(*a);
+                if self.ety(*a) == ty {
+                    s
+                } else {
+                    format!("{}({s})", self.ty(ty))
+                }
+            }
+            ExprKind::Builtin(b, args) => self.builtin(*b, args, ty),
+            ExprKind::Call(f, args) => {
+                let name = func_name(&self.k.funcs[*f as usize], *f as usize);
+                let args: Vec<String> = args.iter().map(|a| self.expr(*a)).collect();
+                format!("{name}({})", args.join(", "))
+            }
+            ExprKind::Load { field, index } => {
+                self.field_ops.insert((*field, FieldOp::Load));
+                let i = self.field_index(*index);
+                format!("f{field}_load({i})")
+            }
+            ExprKind::Member(a, k) => {
+                let s = self.expr(*a);
+                match self.ety(*a) {
+                    Ty::Vector(..) => format!("{s}.{}", ["x", "y", "z", "w"][(*k as usize).min(3)]),
+                    Ty::Tuple(_) => format!("{s}.m{k}"),
+                    _ => format!("{s}[{k}]"),
+                }
+            }
+            ExprKind::Index(a, i) => {
+                let s = self.expr(*a);
+                let len = match self.ety(*a) {
+                    Ty::Vector(_, n) | Ty::Matrix(n) => *n as u32,
+                    Ty::Array(_, n) => *n,
+                    _ => 1,
+                };
+                let idx = self.clamped_index(*i, len);
+                format!("{s}[{idx}]")
+            }
+            ExprKind::Construct(parts) => {
+                let mut ps: Vec<String> = parts.iter().map(|p| self.expr(*p)).collect();
+                match ty {
+                    Ty::Tuple(ts) if ts.is_empty() => format!("{}(0u)", self.ty(ty)),
+                    Ty::Scalar(_) if ps.len() == 1 => ps.pop().unwrap_or_default(),
+                    Ty::Array(_, n) if ps.len() == 1 && *n > 1 => {
+                        let p = ps.pop().unwrap_or_default();
+                        format!("{}({})", self.ty(ty), vec![p; *n as usize].join(", "))
+                    }
+                    _ => format!("{}({})", self.ty(ty), ps.join(", ")),
+                }
+            }
+            ExprKind::Select(c, a, b) => {
+                let (sc, sa, sb) = (self.expr(*c), self.expr(*a), self.expr(*b));
+                if matches!(self.ety(*c), Ty::Vector(..)) {
+                    format!("mix({sb}, {sa}, {sc})")
+                } else {
+                    format!("({sc} ? {sa} : {sb})")
+                }
+            }
+        }
+    }
+
+    fn clamped_index(&mut self, i: ExprId, len: u32) -> String {
+        let s = self.expr(i);
+        let hi = len.saturating_sub(1);
+        match self.ety(i) {
+            Ty::Scalar(Scalar::U32) => format!("min({s}, {hi}u)"),
+            _ => format!("clamp({s}, 0, {hi})"),
+        }
+    }
+
+    fn binary(&mut self, op: BinOp, a: ExprId, b: ExprId, ty: &Ty) -> String {
+        let (ta, tb) = (self.ety(a), self.ety(b));
+        let (sa, sb) = (self.expr(a), self.expr(b));
+        let comp = ta.scalar();
+        let wide = Self::wider(ta, tb).clone();
+        let infix = |o: &str| format!("({sa} {o} {sb})");
+        match op {
+            BinOp::Add => infix("+"),
+            BinOp::Sub => infix("-"),
+            BinOp::Mul => infix("*"),
+            BinOp::Div | BinOp::Rem => {
+                let helper = match (op, comp) {
+                    (BinOp::Div, Some(Scalar::F32)) => return infix("/"),
+                    (BinOp::Div, Some(Scalar::I32)) => Helper::IDiv,
+                    (BinOp::Div, _) => Helper::UDiv,
+                    (_, Some(Scalar::F32)) => Helper::FRem,
+                    (_, Some(Scalar::I32)) => Helper::IRem,
+                    _ => Helper::URem,
+                };
+                self.helpers.insert(helper);
+                let name = match helper {
+                    Helper::IDiv => "mpm_idiv",
+                    Helper::UDiv => "mpm_udiv",
+                    Helper::FRem => "mpm_frem",
+                    Helper::IRem => "mpm_irem",
+                    _ => "mpm_urem",
+                };
+                let (ta, tb) = (ta.clone(), tb.clone());
+                let (x, y) = (self.bcast(sa, &ta, &wide), self.bcast(sb, &tb, &wide));
+                format!("{name}({x}, {y})")
+            }
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => {
+                let o = match op {
+                    BinOp::BitAnd => "&",
+                    BinOp::BitOr => "|",
+                    _ => "^",
+                };
+                match ty {
+                    Ty::Scalar(Scalar::Bool) => match op {
+                        BinOp::BitAnd => infix("&&"),
+                        BinOp::BitOr => infix("||"),
+                        _ => infix("!="),
+                    },
+                    Ty::Vector(Scalar::Bool, n) => {
+                        format!("bvec{n}(uvec{n}({sa}) {o} uvec{n}({sb}))")
+                    }
+                    _ => infix(o),
+                }
+            }
+            BinOp::Shl | BinOp::Shr => {
+                let mask = if tb.scalar() == Some(Scalar::U32) {
+                    "31u"
+                } else {
+                    "31"
+                };
+                let o = if op == BinOp::Shl { "<<" } else { ">>" };
+                format!("({sa} {o} ({sb} & {mask}))")
+            }
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                if let Ty::Vector(Scalar::Bool, _) = ty {
+                    let f = match op {
+                        BinOp::Eq => "equal",
+                        BinOp::Ne => "notEqual",
+                        BinOp::Lt => "lessThan",
+                        BinOp::Le => "lessThanEqual",
+                        BinOp::Gt => "greaterThan",
+                        _ => "greaterThanEqual",
+                    };
+                    let (ta, tb) = (ta.clone(), tb.clone());
+                    let (x, y) = (self.bcast(sa, &ta, &wide), self.bcast(sb, &tb, &wide));
+                    format!("{f}({x}, {y})")
+                } else {
+                    let o = match op {
+                        BinOp::Eq => "==",
+                        BinOp::Ne => "!=",
+                        BinOp::Lt => "<",
+                        BinOp::Le => "<=",
+                        BinOp::Gt => ">",
+                        _ => ">=",
+                    };
+                    let (ta, tb) = (ta.clone(), tb.clone());
+                    let (x, y) = (self.bcast(sa, &ta, &wide), self.bcast(sb, &tb, &wide));
+                    format!("({x} {o} {y})")
+                }
+            }
+            BinOp::And | BinOp::Or => match ty {
+                Ty::Vector(_, n) => {
+                    let o = if op == BinOp::And { "&" } else { "|" };
+                    format!("bvec{n}(uvec{n}({sa}) {o} uvec{n}({sb}))")
+                }
+                _ => infix(if op == BinOp::And { "&&" } else { "||" }),
+            },
+        }
+    }
+
+    fn builtin(&mut self, b: Builtin, args: &[ExprId], ty: &Ty) -> String {
+        let broadcast = matches!(
+            b,
+            Builtin::Min | Builtin::Max | Builtin::Clamp | Builtin::Pow | Builtin::Atan2
+        );
+        let mut ss = Vec::new();
+        for &a in args {
+            let s = self.expr(a);
+            let ta = self.ety(a).clone();
+            ss.push(if broadcast { self.bcast(s, &ta, ty) } else { s });
+        }
+        let name = match b {
+            Builtin::Abs => "abs",
+            Builtin::Floor => "floor",
+            Builtin::Ceil => "ceil",
+            Builtin::Round => {
+                self.helpers.insert(Helper::Round);
+                "mpm_round"
+            }
+            Builtin::Fract => "fract",
+            Builtin::Sqrt => "sqrt",
+            Builtin::Exp => "exp",
+            Builtin::Ln => "log",
+            Builtin::Pow => "pow",
+            Builtin::Sin => "sin",
+            Builtin::Cos => "cos",
+            Builtin::Tan => "tan",
+            Builtin::Atan2 => "atan",
+            Builtin::Min => "min",
+            Builtin::Max => "max",
+            Builtin::Clamp => "clamp",
+            Builtin::Sign => "sign",
+            Builtin::Length => "length",
+            Builtin::Normalize => "normalize",
+            Builtin::Dot => "dot",
+            Builtin::Cross => "cross",
+            Builtin::Outer => "outerProduct",
+            Builtin::Transpose => "transpose",
+            Builtin::Determinant => "determinant",
+            Builtin::Inverse => "inverse",
+            Builtin::Trace => {
+                self.helpers.insert(Helper::Trace);
+                "mpm_trace"
+            }
+            Builtin::BitsToU32 => "floatBitsToUint",
+            Builtin::U32ToBits => "uintBitsToFloat",
+        };
+        format!("{name}({})", ss.join(", "))
+    }
+
+    /// Prints a place and returns its type.
+    fn place(&mut self, p: &Place) -> (String, Ty) {
+        match p {
+            Place::Var(v) => (self.var(*v), self.k.var(*v).ty.clone()),
+            Place::Member(inner, k) => {
+                let (s, t) = self.place(inner);
+                match t {
+                    Ty::Vector(sc, _) => (
+                        format!("{s}.{}", ["x", "y", "z", "w"][(*k as usize).min(3)]),
+                        Ty::Scalar(sc),
+                    ),
+                    Ty::Matrix(n) => (format!("{s}[{k}]"), Ty::Vector(Scalar::F32, n)),
+                    Ty::Tuple(ts) => (
+                        format!("{s}.m{k}"),
+                        ts.get(*k as usize).cloned().unwrap_or(Ty::U32),
+                    ),
+                    Ty::Array(t, _) => (format!("{s}[{k}]"), *t),
+                    t => (s, t),
+                }
+            }
+            Place::Index(inner, i) => {
+                let (s, t) = self.place(inner);
+                let (len, elem) = match &t {
+                    Ty::Vector(sc, n) => (*n as u32, Ty::Scalar(*sc)),
+                    Ty::Matrix(n) => (*n as u32, Ty::Vector(Scalar::F32, *n)),
+                    Ty::Array(e, n) => (*n, (**e).clone()),
+                    t => (1, t.clone()),
+                };
+                let idx = self.clamped_index(*i, len);
+                (format!("{s}[{idx}]"), elem)
+            }
+        }
+    }
+
+    fn block(&mut self, b: &Block, depth: usize, out: &mut String) {
+        for s in b {
+            self.stmt(s, depth, out);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt, d: usize, out: &mut String) {
+        let ind = indent(d);
+        match s {
+            Stmt::Let { var, init } => {
+                let t = self.ty(&self.k.var(*var).ty);
+                let name = self.var(*var);
+                match init {
+                    Some(e) => {
+                        let v = self.expr(*e);
+                        writeln!(out, "{ind}{t} {name} = {v};").unwrap();
+                    }
+                    None => writeln!(out, "{ind}{t} {name};").unwrap(),
+                }
+            }
+            Stmt::Assign { place, value } => {
+                let (p, _) = self.place(place);
+                let v = self.expr(*value);
+                writeln!(out, "{ind}{p} = {v};").unwrap();
+            }
+            Stmt::Store {
+                field,
+                index,
+                value,
+            } => {
+                self.field_ops.insert((*field, FieldOp::Store));
+                let i = self.field_index(*index);
+                let v = self.expr(*value);
+                writeln!(out, "{ind}f{field}_store({i}, {v});").unwrap();
+            }
+            Stmt::AtomicAdd {
+                field,
+                index,
+                value,
+            } => {
+                self.field_ops.insert((*field, FieldOp::Add));
+                let i = self.field_index(*index);
+                let v = self.expr(*value);
+                writeln!(out, "{ind}f{field}_add({i}, {v});").unwrap();
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.expr(*cond);
+                writeln!(out, "{ind}if ({c}) {{").unwrap();
+                self.block(then, d + 1, out);
+                if otherwise.is_empty() {
+                    writeln!(out, "{ind}}}").unwrap();
+                } else {
+                    writeln!(out, "{ind}}} else {{").unwrap();
+                    self.block(otherwise, d + 1, out);
+                    writeln!(out, "{ind}}}").unwrap();
+                }
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                let t = self.ty(&self.k.var(*var).ty);
+                let name = self.var(*var);
+                let (s, e) = (self.expr(*start), self.expr(*end));
+                writeln!(out, "{ind}{{").unwrap();
+                writeln!(out, "{ind}    {t} mpm_end_{var} = {e};").unwrap();
+                writeln!(
+                    out,
+                    "{ind}    for ({t} {name} = {s}; {name} < mpm_end_{var}; {name}++) {{"
+                )
+                .unwrap();
+                self.block(body, d + 2, out);
+                writeln!(out, "{ind}    }}").unwrap();
+                writeln!(out, "{ind}}}").unwrap();
+            }
+            Stmt::While { cond, body } => {
+                let c = self.expr(*cond);
+                writeln!(out, "{ind}while ({c}) {{").unwrap();
+                self.block(body, d + 1, out);
+                writeln!(out, "{ind}}}").unwrap();
+            }
+            Stmt::Break => writeln!(out, "{ind}break;").unwrap(),
+            Stmt::Continue => writeln!(out, "{ind}continue;").unwrap(),
+            Stmt::Return(None) => match self.func_ret.clone() {
+                Some(t) => {
+                    let t = self.ty(&t);
+                    writeln!(out, "{ind}return {t}(0u);").unwrap()
+                }
+                None => writeln!(out, "{ind}return;").unwrap(),
+            },
+            Stmt::Return(Some(e)) => {
+                let v = self.expr(*e);
+                writeln!(out, "{ind}return {v};").unwrap();
+            }
+        }
+    }
+
+    fn func(&mut self, idx: usize, out: &mut String) {
+        let f = &self.k.funcs[idx];
+        let ret = self.ty(&f.ret);
+        let params: Vec<String> = f
+            .params
+            .iter()
+            .map(|p| {
+                let t = self.ty(&self.k.var(*p).ty);
+                format!("{t} {}", self.var(*p))
+            })
+            .collect();
+        writeln!(
+            out,
+            "// {}\n{ret} {}({}) {{",
+            f.key,
+            func_name(f, idx),
+            params.join(", ")
+        )
+        .unwrap();
+        self.func_ret = Some(f.ret.clone());
+        self.block(&f.body, 1, out);
+        if matches!(&f.ret, Ty::Tuple(ts) if ts.is_empty()) {
+            writeln!(out, "    return {ret}(0u);").unwrap();
+        }
+        self.func_ret = None;
+        out.push_str("}\n\n");
+    }
+
+    fn loop_main(&mut self, l: usize, out: &mut String) {
+        let lp = &self.k.loops[l];
+        let ls = self.opts.local_size;
+        out.push_str("void main() {\n");
+        writeln!(
+            out,
+            "    uint mpm_id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * {ls}u + gl_LocalInvocationID.x;"
+        )
+        .unwrap();
+        out.push_str("    if (mpm_id >= pc.w[1]) {\n        return;\n    }\n");
+        let vty = self.k.var(lp.var).ty.clone();
+        let t = self.ty(&vty);
+        let name = self.var(lp.var);
+        let init = match &lp.domain {
+            LoopDomain::Range => match vty {
+                Ty::Scalar(Scalar::U32) => "pc.w[0] + mpm_id".to_string(),
+                _ => format!("{t}(int(pc.w[0]) + int(mpm_id))"),
+            },
+            LoopDomain::Indices(f) => {
+                let s = &self.opts.shapes[*f as usize];
+                let s: Vec<u32> = s.iter().map(|&x| x.max(1)).collect();
+                match s.len() {
+                    0 | 1 => format!("{t}(mpm_id)"),
+                    2 => format!("{t}(mpm_id / {s1}u, mpm_id % {s1}u)", s1 = s[1]),
+                    _ => format!(
+                        "{t}(mpm_id / {s12}u, (mpm_id / {s2}u) % {s1}u, mpm_id % {s2}u)",
+                        s12 = s[1] as u64 * s[2] as u64,
+                        s1 = s[1],
+                        s2 = s[2]
+                    ),
+                }
+            }
+        };
+        writeln!(out, "    {t} {name} = {init};").unwrap();
+        self.block(&lp.body, 1, out);
+        out.push_str("}\n");
+    }
+
+    fn scalar_defines(&self, out: &mut String) {
+        let mut off = 2u32;
+        for (n, t) in self.k.scalars.iter().enumerate() {
+            let word = |o: u32, s: Scalar| match s {
+                Scalar::F32 => format!("uintBitsToFloat(pc.w[{o}])"),
+                Scalar::I32 => format!("int(pc.w[{o}])"),
+                Scalar::U32 => format!("pc.w[{o}]"),
+                Scalar::Bool => format!("(pc.w[{o}] != 0u)"),
+            };
+            let v = match t {
+                Ty::Scalar(s) => word(off, *s),
+                Ty::Vector(s, c) => {
+                    let parts: Vec<String> = (0..*c as u32).map(|j| word(off + j, *s)).collect();
+                    format!("{}vec{c}({})", vec_prefix(*s), parts.join(", "))
+                }
+                Ty::Matrix(c) => {
+                    let parts: Vec<String> = (0..(*c as u32).pow(2))
+                        .map(|j| word(off + j, Scalar::F32))
+                        .collect();
+                    format!("mat{c}({})", parts.join(", "))
+                }
+                _ => "0".into(),
+            };
+            writeln!(out, "#define mpm_s{n} ({v})").unwrap();
+            off += t.words();
+        }
+    }
+
+    fn declarations(&mut self) -> String {
+        let mut d = String::new();
+        let n = self.k.fields.len();
+        writeln!(
+            d,
+            "layout(push_constant) uniform MpmPush {{ uint w[{}]; }} pc;",
+            push_words(self.k)
+        )
+        .unwrap();
+        writeln!(
+            d,
+            "layout(set = 0, binding = {STATUS_BINDING}, std430) buffer MpmStatus {{ uint flag; }} mpm_status;"
+        )
+        .unwrap();
+        for (k, f) in self.k.fields.iter().enumerate() {
+            let shape = &self.opts.shapes[k];
+            writeln!(
+                d,
+                "// field {k}: `{}` {:?} shape {:?}",
+                f.name, f.elem, shape
+            )
+            .unwrap();
+            for (a, s) in shape.iter().enumerate() {
+                writeln!(d, "const int F{k}_S{a} = {s};").unwrap();
+            }
+            writeln!(
+                d,
+                "layout(set = 0, binding = {}, std430) buffer Field{k} {{ uint d[]; }} f{k};",
+                field_binding(k)
+            )
+            .unwrap();
+            if self.float_views[k] {
+                writeln!(
+                    d,
+                    "layout(set = 0, binding = {}, std430) buffer Field{k}F {{ float d[]; }} f{k}f;",
+                    float_binding(k, n)
+                )
+                .unwrap();
+            }
+        }
+        self.scalar_defines(&mut d);
+        d
+    }
+
+    fn generic_helpers(&self, out: &mut String) {
+        for h in &self.helpers {
+            match h {
+                Helper::IDiv => {
+                    out.push_str(
+                        "int mpm_idiv(int a, int b) {\n    if (b == 0) return 0;\n    \
+                         uint ua = a < 0 ? 0u - uint(a) : uint(a);\n    uint ub = b < 0 ? 0u - uint(b) : uint(b);\n    \
+                         uint q = ua / ub;\n    return ((a < 0) != (b < 0)) ? -int(q) : int(q);\n}\n",
+                    );
+                    vec_overloads(out, "int", "ivec", "mpm_idiv");
+                }
+                Helper::IRem => {
+                    out.push_str(
+                        "int mpm_irem(int a, int b) {\n    if (b == 0) return 0;\n    \
+                         uint ua = a < 0 ? 0u - uint(a) : uint(a);\n    uint ub = b < 0 ? 0u - uint(b) : uint(b);\n    \
+                         int r = int(ua % ub);\n    return a < 0 ? -r : r;\n}\n",
+                    );
+                    vec_overloads(out, "int", "ivec", "mpm_irem");
+                }
+                Helper::UDiv => {
+                    out.push_str(
+                        "uint mpm_udiv(uint a, uint b) {\n    return b == 0u ? 0u : a / b;\n}\n",
+                    );
+                    vec_overloads(out, "uint", "uvec", "mpm_udiv");
+                }
+                Helper::URem => {
+                    out.push_str(
+                        "uint mpm_urem(uint a, uint b) {\n    return b == 0u ? 0u : a % b;\n}\n",
+                    );
+                    vec_overloads(out, "uint", "uvec", "mpm_urem");
+                }
+                Helper::FRem => {
+                    for t in ["float", "vec2", "vec3", "vec4"] {
+                        writeln!(
+                            out,
+                            "{t} mpm_frem({t} a, {t} b) {{\n    return a - b * trunc(a / b);\n}}"
+                        )
+                        .unwrap();
+                    }
+                }
+                Helper::Round => {
+                    for t in ["float", "vec2", "vec3", "vec4"] {
+                        writeln!(out, "{t} mpm_round({t} x) {{\n    return sign(x) * floor(abs(x) + 0.5);\n}}").unwrap();
+                    }
+                }
+                Helper::Trace => {
+                    out.push_str("float mpm_trace(mat2 m) {\n    return m[0][0] + m[1][1];\n}\n");
+                    out.push_str(
+                        "float mpm_trace(mat3 m) {\n    return m[0][0] + m[1][1] + m[2][2];\n}\n",
+                    );
+                }
+            }
+        }
+    }
+
+    fn field_helpers(&mut self, out: &mut String) {
+        let fields: BTreeSet<u32> = self.field_ops.iter().map(|(f, _)| *f).collect();
+        for k in fields {
+            let f = &self.k.fields[k as usize];
+            let shape = self.opts.shapes[k as usize].clone();
+            let w = f.elem.words();
+            let et = self.ty(&f.elem);
+            let (idx_ty, cond, lin) = match shape.len() {
+                0 => ("int".to_string(), "i != 0".to_string(), "0u".to_string()),
+                1 => (
+                    "int".into(),
+                    format!("i < 0 || i >= F{k}_S0"),
+                    "uint(i)".into(),
+                ),
+                d => {
+                    let axes = ["x", "y", "z"];
+                    let mut cond = format!("any(lessThan(i, ivec{d}(0)))");
+                    let mut lin = "uint(i.x)".to_string();
+                    for (a, ax) in axes.iter().enumerate().take(d) {
+                        write!(cond, " || i.{ax} >= F{k}_S{a}").unwrap();
+                        if a > 0 {
+                            lin = format!("({lin} * uint(F{k}_S{a}) + uint(i.{ax}))");
+                        }
+                    }
+                    (format!("ivec{d}"), cond, lin)
+                }
+            };
+            writeln!(
+                out,
+                "// `{}`\nbool f{k}_at({idx_ty} i, out uint b) {{\n    if ({cond}) {{\n        \
+                 atomicCompSwap(mpm_status.flag, 0u, {}u);\n        b = 0u;\n        return false;\n    }}\n    \
+                 b = {lin} * {w}u;\n    return true;\n}}",
+                f.name,
+                k + 1
+            )
+            .unwrap();
+            let sc = f.elem.scalar().unwrap_or(Scalar::U32);
+            let comp = |j: u32| -> String {
+                match &f.elem {
+                    Ty::Scalar(_) => "v".into(),
+                    Ty::Matrix(n) => format!("v[{}][{}]", j / *n as u32, j % *n as u32),
+                    _ => format!("v[{j}]"),
+                }
+            };
+            let ops: Vec<FieldOp> = self
+                .field_ops
+                .iter()
+                .filter(|(g, _)| *g == k)
+                .map(|(_, o)| *o)
+                .collect();
+            for op in ops {
+                match op {
+                    FieldOp::Load => {
+                        let words: Vec<String> = (0..w)
+                            .map(|j| {
+                                let r = format!("f{k}.d[b + {j}u]");
+                                match sc {
+                                    Scalar::F32 => format!("uintBitsToFloat({r})"),
+                                    Scalar::I32 => format!("int({r})"),
+                                    Scalar::U32 => r,
+                                    Scalar::Bool => format!("({r} != 0u)"),
+                                }
+                            })
+                            .collect();
+                        writeln!(
+                            out,
+                            "{et} f{k}_load({idx_ty} i) {{\n    uint b;\n    if (!f{k}_at(i, b)) return {et}(0);\n    \
+                             return {et}({});\n}}",
+                            words.join(", ")
+                        )
+                        .unwrap();
+                    }
+                    FieldOp::Store => {
+                        writeln!(out, "void f{k}_store({idx_ty} i, {et} v) {{\n    uint b;\n    if (!f{k}_at(i, b)) return;")
+                            .unwrap();
+                        for j in 0..w {
+                            let c = comp(j);
+                            let word = match sc {
+                                Scalar::F32 => format!("floatBitsToUint({c})"),
+                                Scalar::I32 => format!("uint({c})"),
+                                Scalar::U32 => c,
+                                Scalar::Bool => format!("({c} ? 1u : 0u)"),
+                            };
+                            writeln!(out, "    f{k}.d[b + {j}u] = {word};").unwrap();
+                        }
+                        out.push_str("}\n");
+                    }
+                    FieldOp::Add => {
+                        let float_view = self.float_views[k as usize];
+                        if sc == Scalar::F32 && float_view {
+                            self.extensions.insert("GL_EXT_shader_atomic_float");
+                        }
+                        if sc == Scalar::F32 && !float_view {
+                            writeln!(
+                                out,
+                                "void f{k}_cas_add(uint j, float x) {{\n    uint old = f{k}.d[j];\n    for (;;) {{\n        \
+                                 uint prev = atomicCompSwap(f{k}.d[j], old, floatBitsToUint(uintBitsToFloat(old) + x));\n        \
+                                 if (prev == old) break;\n        old = prev;\n    }}\n}}"
+                            )
+                            .unwrap();
+                        }
+                        writeln!(out, "void f{k}_add({idx_ty} i, {et} v) {{\n    uint b;\n    if (!f{k}_at(i, b)) return;")
+                            .unwrap();
+                        for j in 0..w {
+                            let c = comp(j);
+                            let line = match (sc, float_view) {
+                                (Scalar::F32, true) => {
+                                    format!("atomicAdd(f{k}f.d[b + {j}u], {c});")
+                                }
+                                (Scalar::F32, false) => format!("f{k}_cas_add(b + {j}u, {c});"),
+                                (Scalar::Bool, _) => {
+                                    format!("if ({c}) atomicOr(f{k}.d[b + {j}u], 1u);")
+                                }
+                                _ => format!("atomicAdd(f{k}.d[b + {j}u], uint({c}));"),
+                            };
+                            writeln!(out, "    {line}").unwrap();
+                        }
+                        out.push_str("}\n");
+                    }
+                }
+            }
+        }
+    }
+
+    fn shader(mut self, l: usize) -> Result<Shader, String> {
+        let mut body = String::new();
+        for i in 0..self.k.funcs.len() {
+            self.func(i, &mut body);
+        }
+        self.loop_main(l, &mut body);
+        let declarations = self.declarations();
+        let mut helpers = String::new();
+        self.generic_helpers(&mut helpers);
+        self.field_helpers(&mut helpers);
+        if !helpers.is_empty() {
+            helpers.push('\n');
+        }
+        Ok(Shader {
+            extensions: self.extensions,
+            local_size: self.opts.local_size,
+            declarations,
+            structs: self.structs,
+            helpers,
+            body,
+        })
+    }
+}
+
+/// Component-wise vector overloads of a scalar helper `name(s a, s b)`.
+fn vec_overloads(out: &mut String, scalar: &str, vec: &str, name: &str) {
+    let _ = scalar;
+    for n in 2..=4 {
+        let comps: Vec<String> = ["x", "y", "z", "w"]
+            .iter()
+            .take(n)
+            .map(|c| format!("{name}(a.{c}, b.{c})"))
+            .collect();
+        writeln!(
+            out,
+            "{vec}{n} {name}({vec}{n} a, {vec}{n} b) {{\n    return {vec}{n}({});\n}}",
+            comps.join(", ")
+        )
+        .unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals() {
+        assert_eq!(float_lit(1.0f32.to_bits()), "1.0");
+        assert_eq!(float_lit((-0.5f32).to_bits()), "(-0.5)");
+        assert_eq!(float_lit(1e-7f32.to_bits()), "1e-7");
+        assert_eq!(
+            float_lit(f32::INFINITY.to_bits()),
+            "uintBitsToFloat(0x7f800000u)"
+        );
+        assert_eq!(int_lit(i32::MIN as u32), "(-2147483647 - 1)");
+        assert_eq!(int_lit(-3i32 as u32), "(-3)");
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(var_name("x", 3), "x_3");
+        assert_eq!(var_name("gl_x", 1), "vgl_x_1");
+        assert_eq!(var_name("a__b_", 2), "a_b_2");
+        assert_eq!(var_name("", 0), "v_0");
+        assert_eq!(var_name("mpm_id", 4), "vmpm_id_4");
+    }
+}

@@ -1,0 +1,720 @@
+//! Pipelines, descriptor sets and command recording: one command buffer per launch.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ash::vk;
+use gpu_allocator::MemoryLocation;
+use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
+use mpm_core::ir::Kernel;
+use mpm_core::{Error, KernelDesc, Result};
+
+use crate::compile::{pipeline_cache_path, save_pipeline_cache, ShaderCache};
+use crate::context::{backend_err, vk_err, Context};
+use crate::glsl::{self, GlslOptions};
+use crate::memory::GpuBuffer;
+use crate::CompiledShader;
+
+/// Workgroup size of every generated shader.
+pub const LOCAL_SIZE: u32 = 64;
+
+/// The pipelines of one kernel specialised for one set of field shapes.
+struct KernelPipelines {
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipelines: Vec<vk::Pipeline>,
+    pool: vk::DescriptorPool,
+    set: vk::DescriptorSet,
+    float_views: Vec<bool>,
+    push_words: u32,
+}
+
+/// Everything of the backend that needs exclusive access (command pool, caches, profile).
+pub(crate) struct Runtime {
+    ctx: Arc<Context>,
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    status: GpuBuffer,
+    queries: vk::QueryPool,
+    query_capacity: u32,
+    pipeline_cache: vk::PipelineCache,
+    pipeline_cache_file: Option<PathBuf>,
+    pub shaders: ShaderCache,
+    traced: HashMap<String, Arc<Kernel>>,
+    kernels: HashMap<(String, Vec<Vec<u32>>), KernelPipelines>,
+    pub profile: Vec<LoopTiming>,
+    pub compiled: Vec<CompiledShader>,
+}
+
+fn downcast<'a>(ctx: &Arc<Context>, b: &'a dyn Buffer, kernel: &str) -> Result<&'a GpuBuffer> {
+    match b.as_any().downcast_ref::<GpuBuffer>() {
+        Some(g) if Arc::ptr_eq(&g.ctx, ctx) => Ok(g),
+        _ => Err(Error::MixedBackends {
+            kernel: kernel.into(),
+        }),
+    }
+}
+
+impl Runtime {
+    pub fn new(ctx: Arc<Context>) -> Result<Runtime> {
+        let d = &ctx.device;
+        let pci = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(ctx.queue_family)
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+        // SAFETY: valid device and create info.
+        let pool = unsafe { d.create_command_pool(&pci, None) }
+            .map_err(|r| vk_err("vkCreateCommandPool", r))?;
+        // From here on, a failure drops `rt` which destroys what was made (null handles are ignored).
+        let status = GpuBuffer::new(
+            &ctx,
+            1,
+            vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST,
+            MemoryLocation::GpuToCpu,
+            "out-of-bounds status",
+        );
+        let status = match status {
+            Ok(s) => s,
+            Err(e) => {
+                // SAFETY: the pool is unused.
+                unsafe { d.destroy_command_pool(pool, None) };
+                return Err(e);
+            }
+        };
+        let mut rt = Runtime {
+            ctx: ctx.clone(),
+            pool,
+            cmd: vk::CommandBuffer::null(),
+            fence: vk::Fence::null(),
+            status,
+            queries: vk::QueryPool::null(),
+            query_capacity: 0,
+            pipeline_cache: vk::PipelineCache::null(),
+            pipeline_cache_file: pipeline_cache_path(&ctx.pipeline_cache_id),
+            shaders: ShaderCache::new(format!(
+                "float_atomics={};subgroup={};local_size={LOCAL_SIZE}",
+                ctx.caps.float_atomic_add, ctx.caps.subgroup_size
+            )),
+            traced: HashMap::new(),
+            kernels: HashMap::new(),
+            profile: Vec::new(),
+            compiled: Vec::new(),
+        };
+        let ai = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: `pool` is a valid command pool of this device.
+        rt.cmd = unsafe { d.allocate_command_buffers(&ai) }
+            .map_err(|r| vk_err("vkAllocateCommandBuffers", r))?[0];
+        // SAFETY: valid device.
+        rt.fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
+            .map_err(|r| vk_err("vkCreateFence", r))?;
+        rt.status.with_mapped(|b| b.fill(0))?;
+        let initial = rt
+            .pipeline_cache_file
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .unwrap_or_default();
+        let ci = vk::PipelineCacheCreateInfo::default().initial_data(&initial);
+        // SAFETY: the initial data is only a hint: drivers validate its header and ignore foreign
+        // data; on failure we retry without it.
+        rt.pipeline_cache = match unsafe { d.create_pipeline_cache(&ci, None) } {
+            Ok(c) => c,
+            Err(_) => {
+                // SAFETY: as above, with no initial data.
+                unsafe { d.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None) }
+                    .map_err(|r| vk_err("vkCreatePipelineCache", r))?
+            }
+        };
+        Ok(rt)
+    }
+
+    /// Records commands with `record`, submits them and waits for completion.
+    pub fn one_shot(&mut self, record: impl FnOnce(&ash::Device, vk::CommandBuffer)) -> Result<()> {
+        let d = &self.ctx.device;
+        let cmd = self.cmd;
+        // SAFETY: the command buffer is not pending (we always wait on the fence after a
+        // submit), its pool allows resets, and everything recorded refers to live objects.
+        unsafe {
+            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                .map_err(|r| vk_err("vkResetCommandBuffer", r))?;
+            d.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .map_err(|r| vk_err("vkBeginCommandBuffer", r))?;
+            record(d, cmd);
+            // Make every write of this submission visible to later submissions and to the host.
+            let barrier = vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+                .dst_access_mask(
+                    vk::AccessFlags::MEMORY_READ
+                        | vk::AccessFlags::MEMORY_WRITE
+                        | vk::AccessFlags::HOST_READ,
+                );
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::PipelineStageFlags::ALL_COMMANDS | vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &[barrier],
+                &[],
+                &[],
+            );
+            d.end_command_buffer(cmd)
+                .map_err(|r| vk_err("vkEndCommandBuffer", r))?;
+            d.reset_fences(&[self.fence])
+                .map_err(|r| vk_err("vkResetFences", r))?;
+            let cmds = [cmd];
+            let submit = vk::SubmitInfo::default().command_buffers(&cmds);
+            {
+                let queue = self
+                    .ctx
+                    .queue
+                    .lock()
+                    .map_err(|_| backend_err("queue lock poisoned"))?;
+                d.queue_submit(*queue, &[submit], self.fence)
+                    .map_err(|r| vk_err("vkQueueSubmit", r))?;
+            }
+            d.wait_for_fences(&[self.fence], true, u64::MAX)
+                .map_err(|r| vk_err("vkWaitForFences", r))?;
+        }
+        Ok(())
+    }
+
+    pub fn alloc(&mut self, words: usize) -> Result<GpuBuffer> {
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::TRANSFER_DST;
+        let buf = GpuBuffer::new(&self.ctx, words, usage, MemoryLocation::GpuOnly, "field")?;
+        let (b, bytes) = (buf.buffer, buf.bytes);
+        // SAFETY: `b` is a live buffer with TRANSFER_DST usage; size is a multiple of 4.
+        self.one_shot(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, b, 0, bytes, 0) })?;
+        Ok(buf)
+    }
+
+    pub fn write(&mut self, buffer: &dyn Buffer, words: &[u32]) -> Result<()> {
+        let dst = downcast(&self.ctx, buffer, "write")?;
+        if words.len() != dst.words {
+            return Err(backend_err(format!(
+                "write of {} words into a buffer of {} words",
+                words.len(),
+                dst.words
+            )));
+        }
+        if words.is_empty() {
+            return Ok(());
+        }
+        let staging = GpuBuffer::staging(&self.ctx, words.len(), true)?;
+        staging
+            .with_mapped(|b| b[..words.len() * 4].copy_from_slice(bytemuck::cast_slice(words)))?;
+        let (src, dstb, size) = (staging.buffer, dst.buffer, words.len() as u64 * 4);
+        // SAFETY: both buffers are live with the right usages and at least `size` bytes.
+        self.one_shot(|d, cmd| unsafe {
+            d.cmd_copy_buffer(
+                cmd,
+                src,
+                dstb,
+                &[vk::BufferCopy {
+                    src_offset: 0,
+                    dst_offset: 0,
+                    size,
+                }],
+            )
+        })
+    }
+
+    pub fn read(&mut self, buffer: &dyn Buffer) -> Result<Vec<u32>> {
+        let src = downcast(&self.ctx, buffer, "read")?;
+        if src.words == 0 {
+            return Ok(Vec::new());
+        }
+        let staging = GpuBuffer::staging(&self.ctx, src.words, false)?;
+        let (s, dst, size) = (src.buffer, staging.buffer, src.words as u64 * 4);
+        // SAFETY: both buffers are live with the right usages and at least `size` bytes.
+        self.one_shot(|d, cmd| unsafe {
+            d.cmd_copy_buffer(
+                cmd,
+                s,
+                dst,
+                &[vk::BufferCopy {
+                    src_offset: 0,
+                    dst_offset: 0,
+                    size,
+                }],
+            )
+        })?;
+        staging.with_mapped(|b| {
+            b[..size as usize]
+                .chunks_exact(4)
+                .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        })
+    }
+
+    fn traced(&mut self, desc: &KernelDesc, qname: &str) -> Result<Arc<Kernel>> {
+        if let Some(k) = self.traced.get(qname) {
+            return Ok(k.clone());
+        }
+        let k = Arc::new((desc.trace)()?);
+        self.traced.insert(qname.to_string(), k.clone());
+        Ok(k)
+    }
+
+    fn build(
+        &mut self,
+        kernel: &Kernel,
+        qname: &str,
+        shapes: &[Vec<u32>],
+    ) -> Result<KernelPipelines> {
+        let caps = &self.ctx.caps;
+        let push_words = glsl::push_words(kernel);
+        if push_words * 4 > caps.max_push_constants_size {
+            return Err(backend_err(format!(
+                "kernel `{qname}` needs {} bytes of push constants; the device allows {}",
+                push_words * 4,
+                caps.max_push_constants_size
+            )));
+        }
+        let opts = GlslOptions {
+            shapes,
+            float_atomics: caps.float_atomic_add,
+            local_size: LOCAL_SIZE,
+        };
+        let sources = glsl::generate(kernel, &opts)
+            .map_err(|m| backend_err(format!("kernel `{qname}`: {m}")))?;
+        let mut spirv = Vec::with_capacity(sources.len());
+        for (l, src) in sources.iter().enumerate() {
+            let words = self.shaders.spirv(
+                qname,
+                &format!("{}_loop{l}.comp", qname.replace("::", "_")),
+                src,
+            )?;
+            self.compiled.push(CompiledShader {
+                kernel: qname.to_string(),
+                loop_index: l,
+                glsl: src.clone(),
+                spirv: words.clone(),
+            });
+            spirv.push(words);
+        }
+        let n = kernel.fields.len();
+        let float_views = glsl::float_views(kernel, caps.float_atomic_add);
+        let mut bindings = vec![glsl::STATUS_BINDING];
+        for (k, fv) in float_views.iter().enumerate() {
+            bindings.push(glsl::field_binding(k));
+            if *fv {
+                bindings.push(glsl::float_binding(k, n));
+            }
+        }
+        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = bindings
+            .iter()
+            .map(|&b| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let d = &self.ctx.device;
+        let mut kp = KernelPipelines {
+            set_layout: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            pipelines: Vec::new(),
+            pool: vk::DescriptorPool::null(),
+            set: vk::DescriptorSet::null(),
+            float_views,
+            push_words,
+        };
+        let r = (|| -> Result<()> {
+            // SAFETY: all create infos are valid and outlive the calls; handles created here are
+            // stored in `kp` and destroyed by `destroy_pipelines` on failure or at drop.
+            unsafe {
+                kp.set_layout = d
+                    .create_descriptor_set_layout(
+                        &vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreateDescriptorSetLayout", r))?;
+                let ranges = [vk::PushConstantRange::default()
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                    .offset(0)
+                    .size(push_words * 4)];
+                let layouts = [kp.set_layout];
+                kp.layout = d
+                    .create_pipeline_layout(
+                        &vk::PipelineLayoutCreateInfo::default()
+                            .set_layouts(&layouts)
+                            .push_constant_ranges(&ranges),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreatePipelineLayout", r))?;
+                let sizes = [vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::STORAGE_BUFFER,
+                    descriptor_count: bindings.len() as u32,
+                }];
+                kp.pool = d
+                    .create_descriptor_pool(
+                        &vk::DescriptorPoolCreateInfo::default()
+                            .max_sets(1)
+                            .pool_sizes(&sizes),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreateDescriptorPool", r))?;
+                kp.set = d
+                    .allocate_descriptor_sets(
+                        &vk::DescriptorSetAllocateInfo::default()
+                            .descriptor_pool(kp.pool)
+                            .set_layouts(&layouts),
+                    )
+                    .map_err(|r| vk_err("vkAllocateDescriptorSets", r))?[0];
+                for words in &spirv {
+                    let module = d
+                        .create_shader_module(
+                            &vk::ShaderModuleCreateInfo::default().code(words),
+                            None,
+                        )
+                        .map_err(|r| vk_err("vkCreateShaderModule", r))?;
+                    let stage = vk::PipelineShaderStageCreateInfo::default()
+                        .stage(vk::ShaderStageFlags::COMPUTE)
+                        .module(module)
+                        .name(c"main");
+                    let ci = [vk::ComputePipelineCreateInfo::default()
+                        .stage(stage)
+                        .layout(kp.layout)];
+                    let p = d.create_compute_pipelines(self.pipeline_cache, &ci, None);
+                    d.destroy_shader_module(module, None);
+                    let p = p.map_err(|(_, r)| vk_err("vkCreateComputePipelines", r))?;
+                    kp.pipelines.push(p[0]);
+                }
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => Ok(kp),
+            Err(e) => {
+                destroy_pipelines(d, &kp);
+                Err(e)
+            }
+        }
+    }
+
+    fn ensure_queries(&mut self, count: u32) -> Result<()> {
+        if count <= self.query_capacity {
+            return Ok(());
+        }
+        let d = &self.ctx.device;
+        let cap = count.next_power_of_two().max(16);
+        // SAFETY: the old pool is idle (we waited on the last submit); the new create info is valid.
+        unsafe {
+            if self.queries != vk::QueryPool::null() {
+                d.destroy_query_pool(self.queries, None);
+                self.queries = vk::QueryPool::null();
+                self.query_capacity = 0;
+            }
+            self.queries = d
+                .create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::TIMESTAMP)
+                        .query_count(cap),
+                    None,
+                )
+                .map_err(|r| vk_err("vkCreateQueryPool", r))?;
+        }
+        self.query_capacity = cap;
+        Ok(())
+    }
+
+    pub fn launch(&mut self, desc: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
+        let qname = desc.qualified_name();
+        let kernel = self.traced(desc, &qname)?;
+        let bad = |m: String| backend_err(format!("kernel `{qname}`: {m}"));
+        if args.fields.len() != kernel.fields.len() {
+            return Err(bad(format!(
+                "{} fields passed, {} expected",
+                args.fields.len(),
+                kernel.fields.len()
+            )));
+        }
+        if args.ranges.len() != kernel.loops.len() {
+            return Err(bad(format!(
+                "{} loop ranges passed, {} expected",
+                args.ranges.len(),
+                kernel.loops.len()
+            )));
+        }
+        let scalar_words: u32 = kernel.scalars.iter().map(|t| t.words()).sum();
+        if args.scalars.len() != scalar_words as usize {
+            return Err(bad(format!(
+                "{} scalar words passed, {scalar_words} expected",
+                args.scalars.len()
+            )));
+        }
+        let mut bufs = Vec::with_capacity(args.fields.len());
+        for (k, (fa, fp)) in args.fields.iter().zip(&kernel.fields).enumerate() {
+            let g = downcast(&self.ctx, fa.buffer, &qname)?;
+            let need = fa.shape.iter().map(|&s| s as u64).product::<u64>() * fp.elem.words() as u64;
+            if (g.words as u64) < need || fa.shape.len() != fp.dims as usize {
+                let name = desc.field_names.get(k).copied().unwrap_or("?");
+                return Err(bad(format!(
+                    "field `{name}` has shape {:?} ({} words) but the kernel expects {} dims of {:?}",
+                    fa.shape, g.words, fp.dims, fp.elem
+                )));
+            }
+            bufs.push((g.buffer, g.bytes));
+        }
+        let shapes: Vec<Vec<u32>> = args.fields.iter().map(|f| f.shape.to_vec()).collect();
+        let key = (qname.clone(), shapes);
+        if !self.kernels.contains_key(&key) {
+            let kp = self.build(&kernel, &qname, &key.1)?;
+            self.kernels.insert(key.clone(), kp);
+        }
+        let kp = &self.kernels[&key];
+        let (set, layout, pipelines, push_words) =
+            (kp.set, kp.layout, kp.pipelines.clone(), kp.push_words);
+        let n = bufs.len();
+        // Descriptor writes.
+        let mut infos: Vec<(u32, [vk::DescriptorBufferInfo; 1])> = vec![(
+            glsl::STATUS_BINDING,
+            [vk::DescriptorBufferInfo {
+                buffer: self.status.buffer,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }],
+        )];
+        for (k, (b, _)) in bufs.iter().enumerate() {
+            let info = [vk::DescriptorBufferInfo {
+                buffer: *b,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }];
+            infos.push((glsl::field_binding(k), info));
+            if kp.float_views[k] {
+                infos.push((glsl::float_binding(k, n), info));
+            }
+        }
+        let writes: Vec<vk::WriteDescriptorSet> = infos
+            .iter()
+            .map(|(b, info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(*b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        // SAFETY: the set is not in use by a pending command buffer (every submit is waited on).
+        unsafe { self.ctx.device.update_descriptor_sets(&writes, &[]) };
+
+        let caps = self.ctx.caps.clone();
+        let loops = pipelines.len() as u32;
+        if caps.timestamps {
+            self.ensure_queries(2 * loops)?;
+        }
+        let mut dispatches = Vec::with_capacity(pipelines.len());
+        for (l, r) in args.ranges.iter().enumerate() {
+            if r.count > u32::MAX as u64 {
+                return Err(bad(format!(
+                    "loop {l} has {} invocations; at most {} are supported",
+                    r.count,
+                    u32::MAX
+                )));
+            }
+            let groups = (r.count as u32).div_ceil(LOCAL_SIZE);
+            let gx = groups.min(caps.max_workgroup_count[0]).max(1);
+            let gy = groups.div_ceil(gx);
+            if gy > caps.max_workgroup_count[1] {
+                return Err(bad(format!(
+                    "loop {l}: {} invocations exceed the device's dispatch limits",
+                    r.count
+                )));
+            }
+            let mut push = Vec::with_capacity(push_words as usize);
+            push.push(r.start as u32);
+            push.push(r.count as u32);
+            push.extend_from_slice(args.scalars);
+            dispatches.push((groups, gx, gy, push));
+        }
+        let queries = self.queries;
+        let ts = caps.timestamps;
+        let record = |d: &ash::Device, cmd: vk::CommandBuffer| {
+            // SAFETY: all handles are live objects of this device; the push constants match the
+            // layout's range; the query pool has at least 2 * loops queries.
+            unsafe {
+                if ts {
+                    d.cmd_reset_query_pool(cmd, queries, 0, 2 * loops);
+                }
+                for (l, (groups, gx, gy, push)) in dispatches.iter().enumerate() {
+                    if ts {
+                        d.cmd_write_timestamp(
+                            cmd,
+                            vk::PipelineStageFlags::TOP_OF_PIPE,
+                            queries,
+                            2 * l as u32,
+                        );
+                    }
+                    if *groups > 0 {
+                        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipelines[l]);
+                        d.cmd_bind_descriptor_sets(
+                            cmd,
+                            vk::PipelineBindPoint::COMPUTE,
+                            layout,
+                            0,
+                            &[set],
+                            &[],
+                        );
+                        d.cmd_push_constants(
+                            cmd,
+                            layout,
+                            vk::ShaderStageFlags::COMPUTE,
+                            0,
+                            bytemuck::cast_slice(push),
+                        );
+                        d.cmd_dispatch(cmd, *gx, *gy, 1);
+                    }
+                    if ts {
+                        d.cmd_write_timestamp(
+                            cmd,
+                            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                            queries,
+                            2 * l as u32 + 1,
+                        );
+                    }
+                    let barrier = vk::MemoryBarrier::default()
+                        .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                        .dst_access_mask(
+                            vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+                        );
+                    d.cmd_pipeline_barrier(
+                        cmd,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::DependencyFlags::empty(),
+                        &[barrier],
+                        &[],
+                        &[],
+                    );
+                }
+            }
+        };
+        self.one_shot(record)?;
+
+        if ts && loops > 0 {
+            let mut stamps = vec![0u64; 2 * loops as usize];
+            // SAFETY: all 2 * loops queries were written by the completed submission.
+            unsafe {
+                self.ctx.device.get_query_pool_results(
+                    queries,
+                    0,
+                    &mut stamps,
+                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+                )
+            }
+            .map_err(|r| vk_err("vkGetQueryPoolResults", r))?;
+            let mask = if caps.timestamp_valid_bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << caps.timestamp_valid_bits) - 1
+            };
+            for l in 0..loops as usize {
+                let ticks = stamps[2 * l + 1].wrapping_sub(stamps[2 * l]) & mask;
+                let t =
+                    Duration::from_nanos((ticks as f64 * caps.timestamp_period_ns as f64) as u64);
+                self.record_time(&qname, l, t);
+            }
+        } else {
+            for l in 0..loops as usize {
+                self.record_time(&qname, l, Duration::ZERO);
+            }
+        }
+
+        let flag = self.status.with_mapped(|b| {
+            let v = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+            b[..4].fill(0);
+            v
+        })?;
+        if flag != 0 {
+            let idx = flag as usize - 1;
+            let field = desc
+                .field_names
+                .get(idx)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| {
+                    kernel
+                        .fields
+                        .get(idx)
+                        .map(|f| f.name.clone())
+                        .unwrap_or_default()
+                });
+            return Err(Error::OutOfBounds {
+                kernel: qname,
+                field,
+            });
+        }
+        Ok(())
+    }
+
+    fn record_time(&mut self, kernel: &str, loop_index: usize, t: Duration) {
+        match self
+            .profile
+            .iter_mut()
+            .find(|p| p.kernel == kernel && p.loop_index == loop_index)
+        {
+            Some(p) => {
+                p.calls += 1;
+                p.total += t;
+            }
+            None => self.profile.push(LoopTiming {
+                kernel: kernel.into(),
+                loop_index,
+                calls: 1,
+                total: t,
+            }),
+        }
+    }
+}
+
+fn destroy_pipelines(d: &ash::Device, kp: &KernelPipelines) {
+    // SAFETY: the device is idle with respect to these objects (callers wait first); null
+    // handles are ignored by Vulkan.
+    unsafe {
+        for p in &kp.pipelines {
+            d.destroy_pipeline(*p, None);
+        }
+        d.destroy_descriptor_pool(kp.pool, None);
+        d.destroy_pipeline_layout(kp.layout, None);
+        d.destroy_descriptor_set_layout(kp.set_layout, None);
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let d = &self.ctx.device;
+        // SAFETY: wait until the device is idle, then destroy objects in reverse creation order;
+        // the context (device) outlives this because we hold an `Arc` to it.
+        unsafe {
+            let _ = d.device_wait_idle();
+            for kp in self.kernels.values() {
+                destroy_pipelines(d, kp);
+            }
+            self.kernels.clear();
+            if self.pipeline_cache != vk::PipelineCache::null() {
+                if let (Some(path), Ok(data)) = (
+                    &self.pipeline_cache_file,
+                    d.get_pipeline_cache_data(self.pipeline_cache),
+                ) {
+                    save_pipeline_cache(path, &data);
+                }
+                d.destroy_pipeline_cache(self.pipeline_cache, None);
+            }
+            d.destroy_query_pool(self.queries, None);
+            d.destroy_fence(self.fence, None);
+            d.destroy_command_pool(self.pool, None);
+        }
+    }
+}
