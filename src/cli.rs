@@ -56,6 +56,7 @@ pub fn run_mpm99(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         for _ in 0..per_frame.min(args.steps) {
             sim.substep()?;
         }
+        backend.reset_profile();
         let start = Instant::now();
         for _ in 0..args.steps {
             sim.substep()?;
@@ -63,6 +64,15 @@ pub fn run_mpm99(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         let _ = sim.x.download()?; // waits for the device
         let secs = start.elapsed().as_secs_f64();
         println!("backend: {}", backend.describe());
+        for t in backend.profile() {
+            println!(
+                "  {} loop {}: {:.3} ms per call ({} calls)",
+                t.kernel,
+                t.loop_index,
+                t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64,
+                t.calls
+            );
+        }
         println!("particles: {particles}, substeps: {}, {:.3} ms/substep", args.steps, secs * 1e3 / args.steps as f64);
         println!("memory: grid {} KiB, particles {} KiB", grid_bytes / 1024, particle_bytes / 1024);
         println!("throughput: {:.0} particle-steps/s", (particles * args.steps) as f64 / secs);

@@ -86,7 +86,7 @@ impl Sample for Mat3 {
 
 fn round_trip<T: Sample, const D: usize>(b: &BackendRef, shape: [u32; D]) {
     let mut f = Field::<T, D>::new(b, shape).expect("allocates");
-    assert_eq!(f.download().expect("downloads"), vec![T::default(); f.len()], "{} starts at zero", b.describe());
+    assert_eq!(f.download().expect("downloads"), vec![T::zero(); f.len()], "{} starts at zero", b.describe());
     let data: Vec<T> = (0..f.len() as u32).map(T::sample).collect();
     f.upload(&data).expect("uploads");
     assert_eq!(f.download().expect("downloads"), data, "{} {:?} of {}", b.describe(), shape, std::any::type_name::<T>());

@@ -156,7 +156,7 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
                 }
                 T::read_words(&w[..T::WORDS])
             }
-            None => T::default(),
+            None => T::zero(),
         }
     }
 

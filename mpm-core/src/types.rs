@@ -61,11 +61,15 @@ pub trait Value: Copy + 'static {
 }
 
 /// A type that can be stored in a field or passed as a scalar kernel parameter.
-pub trait Elem: Value + Default + PartialEq + std::fmt::Debug + Send + Sync {
+pub trait Elem: Value + PartialEq + std::fmt::Debug + Send + Sync {
     /// Number of 32-bit words per element.
     const WORDS: usize;
     fn write_words(&self, out: &mut [u32]);
     fn read_words(words: &[u32]) -> Self;
+    /// All words zero (unlike glam's `Default`, which makes matrices the identity).
+    fn zero() -> Self {
+        Self::read_words(&[0u32; 16][..Self::WORDS])
+    }
 }
 
 impl Elem for f32 {
