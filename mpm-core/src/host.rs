@@ -177,6 +177,20 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
     where
         T: AtomicAdd,
     {
+        self.atomic_update(index, value, false);
+    }
+
+    /// Atomic `field[index] -= value`, component by component.
+    #[inline]
+    pub fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.atomic_update(index, value, true);
+    }
+
+    #[inline]
+    fn atomic_update(&self, index: impl FieldIndex<D>, value: T, subtract: bool) {
         if let Some(base) = self.locate(index) {
             let mut w = [0u32; 16];
             value.write_words(&mut w[..T::WORDS]);
@@ -184,10 +198,13 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
             for (k, word) in w[..T::WORDS].iter().enumerate() {
                 let cell = &self.words[base + k];
                 if float {
-                    let add = f32::from_bits(*word);
+                    let v = f32::from_bits(*word);
+                    let v = if subtract { -v } else { v };
                     let _ = cell.fetch_update(Relaxed, Relaxed, |old| {
-                        Some((f32::from_bits(old) + add).to_bits())
+                        Some((f32::from_bits(old) + v).to_bits())
                     });
+                } else if subtract {
+                    cell.fetch_sub(*word, Relaxed);
                 } else {
                     cell.fetch_add(*word, Relaxed);
                 }

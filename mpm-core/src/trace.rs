@@ -524,15 +524,21 @@ pub fn atomic_add<T: crate::host::AtomicAdd, const D: usize, A: IntoExpr<T>>(
     });
 }
 
-/// `field[index] -= value` (atomic).
+/// `field[index] -= value` (atomic): an atomic add of `-value` (exact for floats, wrapping
+/// for integers).
 pub fn atomic_sub<T: crate::host::AtomicAdd, const D: usize, A: IntoExpr<T>>(
     f: FieldRef<T, D>,
     index: impl FieldIndex<D>,
     value: A,
-) where
-    Expr<T>: Neg<Output = Expr<T>>,
-{
-    atomic_add(f, index, neg(value.into_expr()));
+) {
+    let value = value.into_expr();
+    let negated = if T::ty().scalar() == Some(Scalar::F32) {
+        Expr::<T>::new(ExprKind::Unary(UnOp::Neg, value.id))
+    } else {
+        let zero = constant(T::zero());
+        binary(BinOp::Sub, zero.id, value.id)
+    };
+    atomic_add(f, index, negated);
 }
 
 /// `if cond { then } else { otherwise }` as a statement.
@@ -974,7 +980,35 @@ macro_rules! cmp_fn {
         }
     )*};
 }
-cmp_fn!(eq => Eq, ne => Ne, lt => Lt, le => Le, gt => Gt, ge => Ge);
+cmp_fn!(lt => Lt, le => Le, gt => Gt, ge => Ge);
+
+/// Equality of two values of one element type (vectors and matrices compare whole).
+pub trait TEq<R> {
+    fn ids(self, r: R) -> (ExprId, ExprId);
+}
+macro_rules! eq_impls {
+    ($($t:ty),*) => {$(
+        impl TEq<Expr<$t>> for Expr<$t> {
+            fn ids(self, r: Expr<$t>) -> (ExprId, ExprId) { (self.id, r.id) }
+        }
+    )*};
+}
+eq_impls!(Vec2, Vec3, Vec4, IVec2, IVec3, UVec2, UVec3, Mat2, Mat3);
+impl<L: TCmp<R>, R> TEq<R> for L {
+    fn ids(self, r: R) -> (ExprId, ExprId) {
+        TCmp::ids(self, r)
+    }
+}
+/// Traced `==`.
+pub fn eq<L: TEq<R>, R>(l: L, r: R) -> Expr<bool> {
+    let (a, b) = l.ids(r);
+    binary(BinOp::Eq, a, b)
+}
+/// Traced `!=`.
+pub fn ne<L: TEq<R>, R>(l: L, r: R) -> Expr<bool> {
+    let (a, b) = l.ids(r);
+    binary(BinOp::Ne, a, b)
+}
 
 /// Short-circuit `a && b`.
 pub fn and<A: IntoExpr<bool>, B: IntoExpr<bool>>(a: A, b: B) -> Expr<bool> {
@@ -1015,18 +1049,15 @@ macro_rules! neg_impls {
 neg_impls!(f32, i32, Vec2, Vec3, Vec4, IVec2, IVec3, Mat2, Mat3);
 
 /// Numeric conversion `a as T`.
-pub fn cast<T: CastTo, S: Value, A: IntoExpr<S>>(a: A) -> Expr<T>
-where
-    S: CastTo,
-{
+pub fn cast<T: CastFrom<S>, S: Value, A: IntoExpr<S>>(a: A) -> Expr<T> {
     Expr::new(ExprKind::Cast(a.into_expr().id))
 }
-/// Scalar types that `as` converts between.
-pub trait CastTo: Value {}
-impl CastTo for f32 {}
-impl CastTo for i32 {}
-impl CastTo for u32 {}
-impl CastTo for bool {}
+/// The `as` conversions Rust allows between the language's scalars.
+pub trait CastFrom<S>: Value {}
+macro_rules! cast_from {
+    ($($t:ty: $($s:ty),*);*) => {$($(impl CastFrom<$s> for $t {})*)*};
+}
+cast_from!(f32: f32, i32, u32; i32: f32, i32, u32, bool; u32: f32, i32, u32, bool);
 
 /// Vector conversions (`as_vec2()` and friends).
 macro_rules! vector_casts {

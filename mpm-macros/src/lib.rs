@@ -28,9 +28,7 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         return err.to_compile_error().into();
     }
     let func = syn::parse_macro_input!(item as syn::ItemFn);
-    lower::kernel(func)
-        .unwrap_or_else(|e| e.to_compile_error())
-        .into()
+    lower::kernel(func).into()
 }
 
 /// Makes a function callable from kernels and other funcs, on both backends.
@@ -41,7 +39,5 @@ pub fn func(attr: TokenStream, item: TokenStream) -> TokenStream {
         return err.to_compile_error().into();
     }
     let func = syn::parse_macro_input!(item as syn::ItemFn);
-    lower::func(func)
-        .unwrap_or_else(|e| e.to_compile_error())
-        .into()
+    lower::func(func).into()
 }

@@ -110,6 +110,9 @@ impl Lower {
         match pat {
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 let name = &pi.ident;
+                if self.fields.contains(&name.to_string()) {
+                    return err(name, format!("`{name}` is a field parameter; give this local another name"));
+                }
                 let mutability = &pi.mutability;
                 let label = name.to_string();
                 Ok(match (self.target, ty) {
@@ -184,8 +187,11 @@ impl Lower {
                 if b.label.is_some() || b.expr.is_some() {
                     return err(b, "`break` takes no label or value in kernels");
                 }
-                if self.loop_depth == 0 {
+                if self.loop_depth == 0 && self.in_par_loop {
                     return err(b, "`break` cannot leave a parallel loop; use `continue` to end this iteration");
+                }
+                if self.loop_depth == 0 {
+                    return err(b, "`break` is only allowed inside a loop");
                 }
                 Ok(match self.target {
                     Target::Cpu => quote!(break;),
@@ -195,6 +201,9 @@ impl Lower {
             Expr::Continue(c) => {
                 if c.label.is_some() {
                     return err(c, "loop labels are not part of the kernel language");
+                }
+                if self.loop_depth == 0 && !self.in_par_loop {
+                    return err(c, "`continue` is only allowed inside a loop");
                 }
                 Ok(
                     match (self.target, self.loop_depth == 0 && self.in_par_loop) {
@@ -301,21 +310,25 @@ impl Lower {
     /// `left = right` or `left op= right`.
     fn assign(&mut self, left: &Expr, op: Option<&BinOp>, right: &Expr) -> Result<TokenStream> {
         let value = self.expr(right)?;
+        let span = left
+            .span()
+            .join(right.span())
+            .unwrap_or_else(|| right.span());
         if let Expr::Index(ix) = strip_parens(left) {
             if let Some(f) = self.is_field(&ix.expr) {
                 let index = self.expr(&ix.index)?;
                 return match (op, self.target) {
-                    (None, Target::Cpu) => Ok(quote!(#f.store(#index, #value);)),
-                    (None, Target::Trace) => Ok(quote!(::mpm_core::trace::store(#f, #index, #value);)),
-                    (Some(BinOp::AddAssign(_)), Target::Cpu) => Ok(quote!(#f.atomic_add(#index, #value);)),
+                    (None, Target::Cpu) => Ok(quote_spanned!(span=> #f.store(#index, #value);)),
+                    (None, Target::Trace) => Ok(quote_spanned!(span=> ::mpm_core::trace::store(#f, #index, #value);)),
+                    (Some(BinOp::AddAssign(_)), Target::Cpu) => Ok(quote_spanned!(span=> #f.atomic_add(#index, #value);)),
                     (Some(BinOp::AddAssign(_)), Target::Trace) => {
-                        Ok(quote!(::mpm_core::trace::atomic_add(#f, #index, #value);))
+                        Ok(quote_spanned!(span=> ::mpm_core::trace::atomic_add(#f, #index, #value);))
                     }
                     (Some(BinOp::SubAssign(_)), Target::Cpu) => {
-                        Ok(quote!(#f.atomic_add(#index, ::mpm_core::lang::neg(#value));))
+                        Ok(quote_spanned!(span=> #f.atomic_sub(#index, #value);))
                     }
                     (Some(BinOp::SubAssign(_)), Target::Trace) => {
-                        Ok(quote!(::mpm_core::trace::atomic_sub(#f, #index, #value);))
+                        Ok(quote_spanned!(span=> ::mpm_core::trace::atomic_sub(#f, #index, #value);))
                     }
                     (Some(other), _) => err(
                         other,
@@ -328,18 +341,18 @@ impl Lower {
             Target::Cpu => {
                 let place = self.place_cpu(left)?;
                 match op {
-                    None => Ok(quote!(#place = #value;)),
+                    None => Ok(quote_spanned!(span=> #place = #value;)),
                     Some(op) => {
                         let f = format_ident!("{}", compound_op(op).unwrap_or("add"));
                         let read = self.expr(left)?;
-                        Ok(quote!(#place = ::mpm_core::lang::#f(#read, #value);))
+                        Ok(quote_spanned!(span=> #place = ::mpm_core::lang::#f(#read, #value);))
                     }
                 }
             }
             Target::Trace => {
                 let place = self.place_trace(left)?;
                 match op {
-                    None => Ok(quote!(::mpm_core::trace::assign(#place, #value);)),
+                    None => Ok(quote_spanned!(span=> ::mpm_core::trace::assign(#place, #value);)),
                     Some(op) => {
                         let f = format_ident!("{}", compound_op(op).unwrap_or("add"));
                         Ok(quote!({
@@ -452,8 +465,8 @@ impl Lower {
                 let i = self.expr(&ix.index)?;
                 if let Some(f) = self.is_field(&ix.expr) {
                     return Ok(match self.target {
-                        Target::Cpu => quote!(#f.load(#i)),
-                        Target::Trace => quote!(::mpm_core::trace::load(#f, #i)),
+                        Target::Cpu => quote_spanned!(ix.span()=> #f.load(#i)),
+                        Target::Trace => quote_spanned!(ix.span()=> ::mpm_core::trace::load(#f, #i)),
                     });
                 }
                 let base = self.expr(&ix.expr)?;
@@ -477,8 +490,8 @@ impl Lower {
                 }
                 let x = self.expr(&c.expr)?;
                 Ok(match self.target {
-                    Target::Cpu => quote!((#x as #ty)),
-                    Target::Trace => quote!(::mpm_core::trace::cast::<#ty, _, _>(#x)),
+                    Target::Cpu => quote_spanned!(c.span()=> (#x as #ty)),
+                    Target::Trace => quote_spanned!(c.span()=> ::mpm_core::trace::cast::<#ty, _, _>(#x)),
                 })
             }
             Expr::If(i) => self.if_value(i),
@@ -554,10 +567,11 @@ impl Lower {
             _ => return err(b, "this operator is not part of the kernel language"),
         };
         let f = format_ident!("{}", f);
+        let span = b.span();
         Ok(match (self.target, native) {
-            (Target::Cpu, Some(op)) => quote!((#l #op #r)),
-            (Target::Cpu, None) => quote!(::mpm_core::lang::#f(#l, #r)),
-            (Target::Trace, _) => quote!(::mpm_core::trace::#f(#l, #r)),
+            (Target::Cpu, Some(op)) => quote_spanned!(span=> (#l #op #r)),
+            (Target::Cpu, None) => quote_spanned!(span=> ::mpm_core::lang::#f(#l, #r)),
+            (Target::Trace, _) => quote_spanned!(span=> ::mpm_core::trace::#f(#l, #r)),
         })
     }
 
@@ -599,9 +613,11 @@ impl Lower {
             .collect();
         if segs.len() == 1 && builtins::FUNCTIONS.contains(&segs[0].as_str()) {
             let f = &p.path.segments[0].ident;
-            return Ok(quote!(#m::#f(#(#args),*)));
+            return Ok(quote_spanned!(c.span()=> #m::#f(#(#args),*)));
         }
-        if segs.len() == 2 && builtins::TYPES.contains(&segs[0].as_str()) {
+        let n = segs.len();
+        if n >= 2 && builtins::TYPES.contains(&segs[n - 2].as_str()) {
+            let segs = &segs[n - 2..];
             let ty = format_ident!("{}", segs[0]);
             let known = builtins::constructor(&segs[0], &segs[1]).is_some()
                 || segs[1] == "splat"
@@ -620,7 +636,11 @@ impl Lower {
                 "from_diagonal" => Ok(quote!(#m::from_diagonal::<::mpm_core::glam::#ty>(#(#args),*))),
                 _ => err(
                     p,
-                    format!("`{}::{}` is not part of the kernel language; use `new`, `splat`, `from_cols`, `from_diagonal` or a constant", segs[0], segs[1]),
+                    format!(
+                        "`{}::{}` is not part of the kernel language; use `new`, `splat`, `from_cols`, \
+                         `from_diagonal` or a constant",
+                        segs[0], segs[1]
+                    ),
                 ),
             };
         }
@@ -661,7 +681,7 @@ impl Lower {
         }
         let m = self.m();
         let f = format_ident!("{}", f);
-        Ok(quote!(#m::#f(#(#args),*)))
+        Ok(quote_spanned!(mc.span()=> #m::#f(#(#args),*)))
     }
 }
 
@@ -765,9 +785,85 @@ fn check_fn(f: &ItemFn, what: &str) -> Result<()> {
 }
 
 /// `#[kernel]`.
-pub fn kernel(f: ItemFn) -> Result<TokenStream> {
-    check_fn(&f, "kernel")?;
-    let params = kernel_params(&f.sig)?;
+pub fn kernel(f: ItemFn) -> TokenStream {
+    let params = match check_fn(&f, "kernel").and_then(|()| kernel_params(&f.sig)) {
+        Ok(p) => p,
+        Err(e) => return e.to_compile_error(),
+    };
+    kernel_body(&f, &params).unwrap_or_else(|e| {
+        // Keep the kernel's name defined so that callers do not add unrelated errors.
+        let error = e.to_compile_error();
+        let (vis, name, inputs) = (&f.vis, &f.sig.ident, plain_inputs(&f.sig));
+        quote!(
+            #error
+            #[allow(unused_variables, clippy::all)]
+            #vis fn #name(#inputs) -> ::core::result::Result<(), ::mpm_core::Error> {
+                ::core::unreachable!("this kernel did not compile")
+            }
+        )
+    })
+}
+
+/// The parameters with `mut` removed (the wrapper only forwards them).
+fn plain_inputs(sig: &syn::Signature) -> TokenStream {
+    let args = sig.inputs.iter().map(|a| match a {
+        syn::FnArg::Typed(pt) => {
+            let mut pt = pt.clone();
+            if let Pat::Ident(pi) = &mut *pt.pat {
+                pi.mutability = None;
+            }
+            quote!(#pt)
+        }
+        other => quote!(#other),
+    });
+    quote!(#(#args),*)
+}
+
+/// Checks that a parallel range's bounds use only scalar parameters, literals and constants:
+/// the host computes them before the launch.
+fn check_host_bound(e: &Expr, scalars: &HashSet<String>) -> Result<()> {
+    struct Check<'a> {
+        scalars: &'a HashSet<String>,
+        error: Option<Error>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Check<'_> {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            let bad = match e {
+                Expr::Path(p) => p
+                    .path
+                    .get_ident()
+                    .is_some_and(|id| !self.scalars.contains(&id.to_string())),
+                Expr::Index(_)
+                | Expr::MethodCall(_)
+                | Expr::Call(_)
+                | Expr::Block(_)
+                | Expr::If(_) => true,
+                _ => false,
+            };
+            if bad && self.error.is_none() {
+                self.error = Some(Error::new_spanned(
+                    e,
+                    "the bounds of a parallel range are computed before the launch: use scalar parameters, \
+                     literals and constants",
+                ));
+            }
+            syn::visit::visit_expr(self, e);
+        }
+    }
+    let mut check = Check {
+        scalars,
+        error: None,
+    };
+    syn::visit::Visit::visit_expr(&mut check, e);
+    check.error.map_or(Ok(()), Err)
+}
+
+fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
+    let scalars: HashSet<String> = params
+        .iter()
+        .filter(|p| matches!(p, Param::Scalar { .. }))
+        .map(|p| p.name().to_string())
+        .collect();
     let fields: HashSet<String> = params
         .iter()
         .filter(|p| matches!(p, Param::Field { .. }))
@@ -812,6 +908,8 @@ pub fn kernel(f: ItemFn) -> Result<TokenStream> {
                         let (Some(a), Some(b)) = (&r.start, &r.end) else {
                             return err(r, "a parallel range needs both ends: `a..b`");
                         };
+                        check_host_bound(a, &scalars)?;
+                        check_host_bound(b, &scalars)?;
                         let (ca, cb_) = (cpu.expr(a)?, cpu.expr(b)?);
                         let (ta, tb_) = (tr.expr(a)?, tr.expr(b)?);
                         let (ha, hb) = (host.expr(a)?, host.expr(b)?);
@@ -843,7 +941,7 @@ pub fn kernel(f: ItemFn) -> Result<TokenStream> {
     let name_str = name.to_string();
     let vis = &f.vis;
     let attrs = &f.attrs;
-    let inputs = &f.sig.inputs;
+    let inputs = plain_inputs(&f.sig);
     let mut field_params = Vec::new();
     let mut field_names = Vec::new();
     let mut scalar_tys = Vec::new();
@@ -851,7 +949,7 @@ pub fn kernel(f: ItemFn) -> Result<TokenStream> {
     let mut cpu_decls = Vec::new();
     let mut push_scalars = Vec::new();
     let mut field_idents = Vec::new();
-    for p in &params {
+    for p in params {
         match p {
             Param::Field {
                 name,
@@ -874,11 +972,27 @@ pub fn kernel(f: ItemFn) -> Result<TokenStream> {
                 cpu_decls.push(quote!(let #name = __args.view::<#elem, #d>(#ki);));
                 field_idents.push(name.clone());
             }
-            Param::Scalar { name, ty, index } => {
+            Param::Scalar {
+                name,
+                ty,
+                index,
+                mutable,
+            } => {
                 let k = *index as u32;
-                trace_decls.push(quote!(let #name = ::mpm_core::trace::scalar::<#ty>(#k);));
+                if *mutable {
+                    // A parameter the body assigns becomes a local variable.
+                    let label = name.to_string();
+                    trace_decls.push(quote!(
+                        let #name = ::mpm_core::trace::let_(#label, ::mpm_core::trace::scalar::<#ty>(#k));
+                    ));
+                } else {
+                    trace_decls.push(quote!(let #name = ::mpm_core::trace::scalar::<#ty>(#k);));
+                }
                 let prev = &scalar_tys;
-                cpu_decls.push(quote!(let #name: #ty = __args.scalar::<#ty>(0 #(+ <#prev as ::mpm_core::Elem>::WORDS)*);));
+                let mutability = mutable.then(|| quote!(mut));
+                cpu_decls.push(quote!(
+                    let #mutability #name: #ty = __args.scalar::<#ty>(0 #(+ <#prev as ::mpm_core::Elem>::WORDS)*);
+                ));
                 scalar_tys.push(ty.clone());
                 push_scalars.push(quote!(::mpm_core::kernel::push_scalar(&mut __scalars, &#name);));
             }
@@ -928,8 +1042,12 @@ pub fn kernel(f: ItemFn) -> Result<TokenStream> {
 }
 
 /// `#[func]`.
-pub fn func(f: ItemFn) -> Result<TokenStream> {
-    check_fn(&f, "func")?;
+pub fn func(f: ItemFn) -> TokenStream {
+    func_body(&f).unwrap_or_else(|e| e.to_compile_error())
+}
+
+fn func_body(f: &ItemFn) -> Result<TokenStream> {
+    check_fn(f, "func")?;
     let ret = match &f.sig.output {
         syn::ReturnType::Type(_, t) => (**t).clone(),
         syn::ReturnType::Default => {

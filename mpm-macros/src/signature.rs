@@ -17,6 +17,8 @@ pub enum Param {
         name: Ident,
         ty: Type,
         index: usize,
+        /// Declared `mut`: the body assigns it.
+        mutable: bool,
     },
 }
 
@@ -30,16 +32,16 @@ impl Param {
 
 pub fn arg_name(arg: &FnArg) -> Result<(Ident, bool, &Type)> {
     match arg {
-        FnArg::Receiver(r) => Err(Error::new(
-            r.span(),
+        FnArg::Receiver(r) => Err(Error::new_spanned(
+            &r,
             "kernels and funcs take no `self`; write a free function",
         )),
         FnArg::Typed(pt) => match &*pt.pat {
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 Ok((pi.ident.clone(), pi.mutability.is_some(), &pt.ty))
             }
-            other => Err(Error::new(
-                other.span(),
+            other => Err(Error::new_spanned(
+                &other,
                 "parameters must be plain names (`x: f32`), not patterns",
             )),
         },
@@ -54,8 +56,8 @@ fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
         return None;
     }
     let PathArguments::AngleBracketed(args) = &last.arguments else {
-        return Some(Err(Error::new(
-            last.span(),
+        return Some(Err(Error::new_spanned(
+            &last,
             "write `Field<T>` or `Field<T, D>` with D in 0..=3",
         )));
     };
@@ -63,8 +65,8 @@ fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
     let elem = match it.next() {
         Some(GenericArgument::Type(t)) => t.clone(),
         _ => {
-            return Some(Err(Error::new(
-                args.span(),
+            return Some(Err(Error::new_spanned(
+                &args,
                 "the first argument of `Field` is the element type",
             )))
         }
@@ -75,15 +77,15 @@ fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
             l_int(l).unwrap_or(1)
         }
         Some(other) => {
-            return Some(Err(Error::new(
-                other.span(),
+            return Some(Err(Error::new_spanned(
+                &other,
                 "the dimension count must be a literal 0, 1, 2 or 3",
             )))
         }
     };
     if dims > 3 {
-        return Some(Err(Error::new(
-            args.span(),
+        return Some(Err(Error::new_spanned(
+            &args,
             "fields have 0 to 3 dimensions",
         )));
     }
@@ -100,18 +102,21 @@ fn l_int(l: &syn::ExprLit) -> Option<usize> {
 /// The parameters of a kernel.
 pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
     if !sig.generics.params.is_empty() {
-        return Err(Error::new(sig.generics.span(), "kernels cannot be generic"));
+        return Err(Error::new_spanned(
+            &sig.generics,
+            "kernels cannot be generic",
+        ));
     }
     if let syn::ReturnType::Type(_, t) = &sig.output {
-        return Err(Error::new(
-            t.span(),
+        return Err(Error::new_spanned(
+            &t,
             "kernels return nothing; their results are written into fields",
         ));
     }
     let mut params = Vec::new();
     let (mut fields, mut scalars) = (0, 0);
     for arg in &sig.inputs {
-        let (name, _, ty) = arg_name(arg)?;
+        let (name, mutable, ty) = arg_name(arg)?;
         match ty {
             Type::Reference(r) => {
                 match field_type(&r.elem) {
@@ -126,23 +131,30 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
                         });
                         fields += 1;
                     }
-                    None => return Err(Error::new(
-                        r.span(),
+                    None => return Err(Error::new_spanned(
+                        &r,
                         "reference parameters must be fields: `&Field<T, D>` or `&mut Field<T, D>`",
                     )),
                 }
             }
             other => {
                 if field_type(other).is_some() {
-                    return Err(Error::new(
-                        other.span(),
+                    return Err(Error::new_spanned(
+                        &other,
                         "pass fields by reference: `&Field<..>` or `&mut Field<..>`",
+                    ));
+                }
+                if !is_elem_type(other) {
+                    return Err(Error::new_spanned(
+                        other,
+                        "scalar parameters are f32, i32, u32, bool or a glam Vec2/3/4, IVec2/3, UVec2/3, Mat2/3",
                     ));
                 }
                 params.push(Param::Scalar {
                     name,
                     ty: other.clone(),
                     index: scalars,
+                    mutable,
                 });
                 scalars += 1;
             }
@@ -159,4 +171,15 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
         ));
     }
     Ok(params)
+}
+
+/// Whether a type names one of the language's element types.
+fn is_elem_type(ty: &Type) -> bool {
+    let Type::Path(tp) = ty else { return false };
+    tp.qself.is_none()
+        && tp.path.segments.last().is_some_and(|s| {
+            s.arguments.is_empty()
+                && (["f32", "i32", "u32", "bool"].contains(&s.ident.to_string().as_str())
+                    || crate::builtins::TYPES.contains(&s.ident.to_string().as_str()))
+        })
 }

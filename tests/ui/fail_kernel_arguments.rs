@@ -1,0 +1,14 @@
+//! `#[kernel(..)]` with arguments.
+// (On error the attribute emits only the error, so the imports would warn as unused.)
+#![allow(unused_imports)]
+
+use mpm::{kernel, Field};
+
+#[kernel(gpu_only)]
+fn set(x: &mut Field<f32>) {
+    for i in x.indices() {
+        x[i] = 1.0;
+    }
+}
+
+fn main() {}

@@ -1,0 +1,16 @@
+//! `let` without an initial value.
+// (On error the attribute emits only the error, so the imports would warn as unused.)
+#![allow(unused_imports)]
+
+use mpm::{kernel, Field};
+
+#[kernel]
+fn late_init(x: &mut Field<f32>) {
+    for i in x.indices() {
+        let a: f32;
+        a = 1.0;
+        x[i] = a;
+    }
+}
+
+fn main() {}
