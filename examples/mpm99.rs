@@ -8,7 +8,9 @@ use clap::Parser;
 use mpm::cli::{report, run_mpm99, RunArgs};
 
 #[derive(Parser)]
-#[command(about = "Taichi's mpm99 scene (9000 particles: water, jelly, snow) on the CPU or a Vulkan GPU")]
+#[command(
+    about = "Taichi's mpm99 scene (9000 particles: water, jelly, snow) on the CPU or a Vulkan GPU"
+)]
 struct Cli {
     #[command(flatten)]
     run: RunArgs,

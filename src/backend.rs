@@ -22,7 +22,9 @@ impl std::str::FromStr for Choice {
             "auto" | "" => Ok(Choice::Auto),
             "cpu" => Ok(Choice::Cpu),
             "vulkan" | "gpu" => Ok(Choice::Vulkan),
-            other => Err(Error::Unavailable(format!("unknown backend `{other}`: use cpu, vulkan or auto"))),
+            other => Err(Error::Unavailable(format!(
+                "unknown backend `{other}`: use cpu, vulkan or auto"
+            ))),
         }
     }
 }
@@ -50,15 +52,22 @@ pub fn auto() -> Result<BackendRef> {
 pub fn select(choice: Choice) -> Result<BackendRef> {
     match choice {
         Choice::Cpu => Ok(cpu()),
-        Choice::Vulkan => vulkan().map_err(|e| Error::Unavailable(format!("the Vulkan backend was asked for but: {e}"))),
+        Choice::Vulkan => vulkan()
+            .map_err(|e| Error::Unavailable(format!("the Vulkan backend was asked for but: {e}"))),
         Choice::Auto => match vulkan() {
             Ok(b) => {
-                eprintln!("mpm: backend vulkan ({}): a Vulkan device works", b.describe());
+                eprintln!(
+                    "mpm: backend vulkan ({}): a Vulkan device works",
+                    b.describe()
+                );
                 Ok(b)
             }
             Err(e) => {
                 let b = cpu();
-                eprintln!("mpm: backend {}: no usable Vulkan device ({e})", b.describe());
+                eprintln!(
+                    "mpm: backend {}: no usable Vulkan device ({e})",
+                    b.describe()
+                );
                 Ok(b)
             }
         },

@@ -48,8 +48,12 @@ pub fn run_mpm99(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     let particles = sim.x.len();
     let per_frame = sim.substeps_per_frame();
     let grid_bytes = sim.grid_v.bytes() + sim.grid_m.bytes();
-    let particle_bytes =
-        sim.x.bytes() + sim.v.bytes() + sim.c.bytes() + sim.f.bytes() + sim.jp.bytes() + sim.material.bytes();
+    let particle_bytes = sim.x.bytes()
+        + sim.v.bytes()
+        + sim.c.bytes()
+        + sim.f.bytes()
+        + sim.jp.bytes()
+        + sim.material.bytes();
 
     if args.bench {
         // Warm up: compiles pipelines on Vulkan, faults pages in on the CPU.
@@ -73,14 +77,26 @@ pub fn run_mpm99(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
                 t.calls
             );
         }
-        println!("particles: {particles}, substeps: {}, {:.3} ms/substep", args.steps, secs * 1e3 / args.steps as f64);
-        println!("memory: grid {} KiB, particles {} KiB", grid_bytes / 1024, particle_bytes / 1024);
-        println!("throughput: {:.0} particle-steps/s", (particles * args.steps) as f64 / secs);
+        println!(
+            "particles: {particles}, substeps: {}, {:.3} ms/substep",
+            args.steps,
+            secs * 1e3 / args.steps as f64
+        );
+        println!(
+            "memory: grid {} KiB, particles {} KiB",
+            grid_bytes / 1024,
+            particle_bytes / 1024
+        );
+        println!(
+            "throughput: {:.0} particle-steps/s",
+            (particles * args.steps) as f64 / secs
+        );
         return Ok(());
     }
 
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create output folder {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create output folder {}: {e}", dir.display()))?;
     }
     let materials = sim.material.download()?;
     let start = Instant::now();

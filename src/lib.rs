@@ -4,7 +4,9 @@
 //! This facade re-exports the engine's pieces and holds what programs share: backend choice,
 //! the benchmark scenes, PNG rendering and the command-line front of the examples.
 
-pub use mpm_core::{self as core, func, glam, kernel, Backend, BackendKind, BackendRef, Error, Field, Result};
+pub use mpm_core::{
+    self as core, func, glam, kernel, Backend, BackendKind, BackendRef, Error, Field, Result,
+};
 pub use mpm_cpu::CpuBackend;
 pub use mpm_vulkan::{VulkanBackend, VulkanOptions};
 

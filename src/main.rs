@@ -6,7 +6,10 @@ use clap::Parser;
 use mpm::cli::{report, run_mpm99, RunArgs};
 
 #[derive(Parser)]
-#[command(name = "mpm", about = "Material Point Method engine: runs the built-in default scene (mpm99)")]
+#[command(
+    name = "mpm",
+    about = "Material Point Method engine: runs the built-in default scene (mpm99)"
+)]
 struct Cli {
     #[command(flatten)]
     run: RunArgs,

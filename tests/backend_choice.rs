@@ -6,27 +6,51 @@ use mpm::{backend, BackendKind};
 #[test]
 fn environment_selects_or_fails_clearly() {
     std::env::set_var("MPM_BACKEND", "cpu");
-    assert_eq!(backend::auto().expect("cpu always works").kind(), BackendKind::Cpu);
+    assert_eq!(
+        backend::auto().expect("cpu always works").kind(),
+        BackendKind::Cpu
+    );
 
     std::env::set_var("MPM_BACKEND", "quantum");
-    let err = backend::auto().err().expect("an unknown backend is refused").to_string();
-    assert!(err.contains("quantum") && err.contains("cpu, vulkan or auto"), "{err}");
+    let err = backend::auto()
+        .err()
+        .expect("an unknown backend is refused")
+        .to_string();
+    assert!(
+        err.contains("quantum") && err.contains("cpu, vulkan or auto"),
+        "{err}"
+    );
 
     // A device that does not exist: `vulkan` fails naming the variable, `auto` falls back.
     std::env::set_var("MPM_VK_DEVICE", "no-such-gpu-anywhere");
     std::env::set_var("MPM_BACKEND", "vulkan");
-    let err = backend::auto().err().expect("vulkan cannot be honoured").to_string();
-    assert!(err.contains("Vulkan") && err.contains("no-such-gpu-anywhere"), "{err}");
+    let err = backend::auto()
+        .err()
+        .expect("vulkan cannot be honoured")
+        .to_string();
+    assert!(
+        err.contains("Vulkan") && err.contains("no-such-gpu-anywhere"),
+        "{err}"
+    );
     std::env::set_var("MPM_BACKEND", "auto");
-    assert_eq!(backend::auto().expect("auto falls back").kind(), BackendKind::Cpu);
+    assert_eq!(
+        backend::auto().expect("auto falls back").kind(),
+        BackendKind::Cpu
+    );
     std::env::remove_var("MPM_VK_DEVICE");
 
     match mpm::VulkanBackend::new(mpm::VulkanOptions::from_env()) {
         Ok(_) => {
             std::env::set_var("MPM_BACKEND", "vulkan");
-            assert_eq!(backend::auto().expect("a device works").kind(), BackendKind::Vulkan);
+            assert_eq!(
+                backend::auto().expect("a device works").kind(),
+                BackendKind::Vulkan
+            );
             std::env::set_var("MPM_BACKEND", "auto");
-            assert_eq!(backend::auto().expect("a device works").kind(), BackendKind::Vulkan);
+            assert_eq!(
+                backend::auto().expect("a device works").kind(),
+                BackendKind::Vulkan
+            );
         }
         Err(e) => println!("no Vulkan device, skipping the positive Vulkan checks: {e}"),
     }

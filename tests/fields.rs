@@ -1,8 +1,8 @@
 //! Dense fields of 0 to 3 dimensions of every element type upload and download unchanged on
 //! every backend, and are zero when created.
 
-use mpm::glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
 use mpm::core::Elem;
+use mpm::glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
 use mpm::{backend, BackendRef, Field};
 
 fn backends() -> Vec<BackendRef> {
@@ -86,11 +86,26 @@ impl Sample for Mat3 {
 
 fn round_trip<T: Sample, const D: usize>(b: &BackendRef, shape: [u32; D]) {
     let mut f = Field::<T, D>::new(b, shape).expect("allocates");
-    assert_eq!(f.download().expect("downloads"), vec![T::zero(); f.len()], "{} starts at zero", b.describe());
+    assert_eq!(
+        f.download().expect("downloads"),
+        vec![T::zero(); f.len()],
+        "{} starts at zero",
+        b.describe()
+    );
     let data: Vec<T> = (0..f.len() as u32).map(T::sample).collect();
     f.upload(&data).expect("uploads");
-    assert_eq!(f.download().expect("downloads"), data, "{} {:?} of {}", b.describe(), shape, std::any::type_name::<T>());
-    assert!(f.upload(&data[..data.len().saturating_sub(1)]).is_err() || data.is_empty(), "a short upload is refused");
+    assert_eq!(
+        f.download().expect("downloads"),
+        data,
+        "{} {:?} of {}",
+        b.describe(),
+        shape,
+        std::any::type_name::<T>()
+    );
+    assert!(
+        f.upload(&data[..data.len().saturating_sub(1)]).is_err() || data.is_empty(),
+        "a short upload is refused"
+    );
 }
 
 fn all_dims<T: Sample>(b: &BackendRef) {
@@ -123,6 +138,12 @@ fn every_type_and_dimension_round_trips() {
 fn size_mismatch_names_the_shape() {
     let b = backend::cpu();
     let mut f = Field::<f32, 2>::new(&b, [2, 3]).expect("allocates");
-    let err = f.upload(&[1.0; 5]).expect_err("5 values do not fill 2x3").to_string();
-    assert!(err.contains("[2, 3]") && err.contains('5') && err.contains('6'), "{err}");
+    let err = f
+        .upload(&[1.0; 5])
+        .expect_err("5 values do not fill 2x3")
+        .to_string();
+    assert!(
+        err.contains("[2, 3]") && err.contains('5') && err.contains('6'),
+        "{err}"
+    );
 }

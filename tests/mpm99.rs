@@ -27,12 +27,26 @@ fn cpu_and_vulkan_agree_and_fall() {
 
     // Physical sanity on the CPU result: finite, inside the box, the centre of mass fell.
     // Free fall over t = 200 * 1e-4 s under g = 50 lowers a body by g t^2 / 2 = 0.01.
-    assert!(on_cpu.iter().all(|p| p.is_finite()), "NaN or infinity in positions");
-    assert!(on_cpu.iter().all(|p| (0.0..=1.0).contains(&p.x) && (0.0..=1.0).contains(&p.y)), "particle left the domain");
+    assert!(
+        on_cpu.iter().all(|p| p.is_finite()),
+        "NaN or infinity in positions"
+    );
+    assert!(
+        on_cpu
+            .iter()
+            .all(|p| (0.0..=1.0).contains(&p.x) && (0.0..=1.0).contains(&p.y)),
+        "particle left the domain"
+    );
     let drop = centre(&start).y - centre(&on_cpu).y;
-    assert!((0.005..0.011).contains(&drop), "centre of mass fell by {drop}, expected about 0.01 (less where water hits the floor)");
+    assert!(
+        (0.005..0.011).contains(&drop),
+        "centre of mass fell by {drop}, expected about 0.01 (less where water hits the floor)"
+    );
 
-    let vk = match VulkanBackend::new(VulkanOptions { validation: true, ..VulkanOptions::from_env() }) {
+    let vk = match VulkanBackend::new(VulkanOptions {
+        validation: true,
+        ..VulkanOptions::from_env()
+    }) {
         Ok(b) => std::sync::Arc::new(b) as mpm::BackendRef,
         Err(e) => {
             println!("skipping the Vulkan half: no Vulkan device ({e})");
@@ -44,12 +58,19 @@ fn cpu_and_vulkan_agree_and_fall() {
     // multiply-adds, so bits differ from the first substep; 200 substeps amplify that to well
     // about a thousandth of a grid cell (dx = 1/128) on average and an eightieth at most
     // (measured on lavapipe: max 1.4e-6, mean 2.3e-7).
-    let diffs: Vec<f32> = on_cpu.iter().zip(&on_gpu).map(|(a, b)| (*a - *b).length()).collect();
+    let diffs: Vec<f32> = on_cpu
+        .iter()
+        .zip(&on_gpu)
+        .map(|(a, b)| (*a - *b).length())
+        .collect();
     let max = diffs.iter().cloned().fold(0.0, f32::max);
     let mean = diffs.iter().sum::<f32>() / diffs.len() as f32;
     println!("cpu vs vulkan after {SUBSTEPS} substeps: max {max:e}, mean {mean:e}");
     assert!(max < 1e-4, "max position difference {max}");
     assert!(mean < 1e-5, "mean position difference {mean}");
     let messages = VulkanBackend::validation_messages();
-    assert!(messages.is_empty(), "Vulkan validation messages: {messages:#?}");
+    assert!(
+        messages.is_empty(),
+        "Vulkan validation messages: {messages:#?}"
+    );
 }

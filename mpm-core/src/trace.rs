@@ -855,7 +855,7 @@ scalar_ops!(
     |a: u32, b| a.wrapping_add(b),
     |a: u32, b| a.wrapping_sub(b),
     |a: u32, b| a.wrapping_mul(b),
-    |a: u32, b| if b == 0 { 0 } else { a / b },
+    |a: u32, b| a.checked_div(b).unwrap_or(0),
     |a: u32, b| if b == 0 { 0 } else { a % b }
 );
 

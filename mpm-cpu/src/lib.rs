@@ -133,7 +133,7 @@ impl Backend for CpuBackend {
                 total,
             })
             .collect();
-        out.sort_by(|a, b| b.total.cmp(&a.total));
+        out.sort_by_key(|t| std::cmp::Reverse(t.total));
         out
     }
 

@@ -429,9 +429,10 @@ impl Lower {
                     return Ok(quote!(#id));
                 }
                 // A constant such as `Vec2::ZERO` or `core::f32::consts::PI`.
+                let path = self.traced_path(&p.path);
                 Ok(match self.target {
                     Target::Cpu => quote!(#p),
-                    Target::Trace => quote!(::mpm_core::trace::constant(#p)),
+                    Target::Trace => quote!(::mpm_core::trace::constant(#path)),
                 })
             }
             Expr::Paren(p) => {
@@ -545,6 +546,17 @@ impl Lower {
         }
         let l = self.expr(&b.left)?;
         let r = self.expr(&b.right)?;
+        // A right operand that records statements (an `if` or block value) must only run when
+        // the left one does not decide: trace it as a branch.
+        if self.target == Target::Trace && has_statements(&b.right) {
+            match b.op {
+                BinOp::And(_) => {
+                    return Ok(quote!(::mpm_core::trace::if_value(#l, || #r, || false)))
+                }
+                BinOp::Or(_) => return Ok(quote!(::mpm_core::trace::if_value(#l, || true, || #r))),
+                _ => {}
+            }
+        }
         let (f, native) = match b.op {
             BinOp::Add(_) => ("add", None),
             BinOp::Sub(_) => ("sub", None),
@@ -646,12 +658,26 @@ impl Lower {
         }
         // A user #[func].
         let path = &p.path;
+        let path = &self.traced_path(path);
         Ok(match self.target {
             Target::Cpu => quote!(#path(#(#args),*)),
             Target::Trace => {
                 quote_spanned!(p.span()=> #path::expand(#(::mpm_core::trace::into_expr(#args)),*))
             }
         })
+    }
+
+    /// The traced body of a func lives in a module named after the func, one level below the
+    /// func's own: a path starting with `super` needs one more.
+    fn traced_path(&self, path: &syn::Path) -> syn::Path {
+        let mut path = path.clone();
+        if self.target == Target::Trace
+            && self.in_func
+            && path.segments.first().is_some_and(|s| s.ident == "super")
+        {
+            path.segments.insert(0, syn::parse_quote!(super));
+        }
+        path
     }
 
     fn method(&mut self, mc: &syn::ExprMethodCall) -> Result<TokenStream> {
@@ -683,6 +709,22 @@ impl Lower {
         let f = format_ident!("{}", f);
         Ok(quote_spanned!(mc.span()=> #m::#f(#(#args),*)))
     }
+}
+
+/// Whether tracing an expression records statements (an `if` or block used as a value).
+fn has_statements(e: &Expr) -> bool {
+    struct Find(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Find {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            if matches!(e, Expr::If(_) | Expr::Block(_)) {
+                self.0 = true;
+            }
+            syn::visit::visit_expr(self, e);
+        }
+    }
+    let mut f = Find(false);
+    syn::visit::Visit::visit_expr(&mut f, e);
+    f.0
 }
 
 /// The value of an unsuffixed integer literal.
@@ -858,6 +900,34 @@ fn check_host_bound(e: &Expr, scalars: &HashSet<String>) -> Result<()> {
     check.error.map_or(Ok(()), Err)
 }
 
+/// A top-level `let` is evaluated before each parallel loop, so it may not read fields
+/// (an earlier loop could have written them).
+fn check_no_field(e: &Expr, fields: &HashSet<String>) -> Result<()> {
+    struct Check<'a> {
+        fields: &'a HashSet<String>,
+        error: Option<Error>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Check<'_> {
+        fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+            if let Some(id) = p.path.get_ident() {
+                if self.fields.contains(&id.to_string()) && self.error.is_none() {
+                    self.error = Some(Error::new_spanned(
+                        p,
+                        "a top-level `let` runs before each parallel loop and cannot read fields; \
+                         read the field inside the loop",
+                    ));
+                }
+            }
+        }
+    }
+    let mut check = Check {
+        fields,
+        error: None,
+    };
+    syn::visit::Visit::visit_expr(&mut check, e);
+    check.error.map_or(Ok(()), Err)
+}
+
 fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
     let scalars: HashSet<String> = params
         .iter()
@@ -870,15 +940,23 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
         .map(|p| p.name().to_string())
         .collect();
 
+    let zero_dim: HashSet<String> = params
+        .iter()
+        .filter(|p| matches!(p, Param::Field { dims: 0, .. }))
+        .map(|p| p.name().to_string())
+        .collect();
     let mut cpu = Lower::new(Target::Cpu, fields.clone(), false);
     let mut tr = Lower::new(Target::Trace, fields.clone(), false);
-    let mut host = Lower::new(Target::Cpu, fields, false);
+    let mut host = Lower::new(Target::Cpu, fields.clone(), false);
     let (mut cpu_body, mut trace_body, mut ranges) =
         (TokenStream::new(), TokenStream::new(), Vec::new());
     let mut loops = 0;
     for s in &f.block.stmts {
         match s {
-            Stmt::Local(_) => {
+            Stmt::Local(l) => {
+                if let Some(init) = &l.init {
+                    check_no_field(&init.expr, &fields)?;
+                }
                 cpu_body.extend(cpu.stmt(s)?);
                 trace_body.extend(tr.stmt(s)?);
             }
@@ -900,6 +978,9 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                         let Some(field) = cpu.is_field(&mc.receiver) else {
                             return err(&mc.receiver, "`indices()` is called on a field parameter");
                         };
+                        if zero_dim.contains(&field.to_string()) {
+                            return err(&mc.receiver, "a 0-D field has one element, `f[()]`; it has no `indices()` to loop over");
+                        }
                         cpu_body.extend(quote!(::mpm_core::host::par_indices(&#field, |#var| #cb);));
                         trace_body.extend(quote!(::mpm_core::trace::par_indices(#label, #field, |#var| #tb);));
                         ranges.push(quote!(::mpm_core::kernel::indices_range(&#field.shape())));
@@ -1000,6 +1081,8 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
     }
     Ok(quote! {
         #(#attrs)*
+        // A kernel takes every field and constant it uses, as Taichi kernels do.
+        #[allow(clippy::too_many_arguments)]
         #vis fn #name(#inputs) -> ::core::result::Result<(), ::mpm_core::Error> {
             #[allow(unused_variables, unused_braces, unused_parens, clippy::all)]
             fn __trace() -> ::mpm_core::Result<::mpm_core::ir::Kernel> {

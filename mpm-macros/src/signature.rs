@@ -33,7 +33,7 @@ impl Param {
 pub fn arg_name(arg: &FnArg) -> Result<(Ident, bool, &Type)> {
     match arg {
         FnArg::Receiver(r) => Err(Error::new_spanned(
-            &r,
+            r,
             "kernels and funcs take no `self`; write a free function",
         )),
         FnArg::Typed(pt) => match &*pt.pat {
@@ -41,7 +41,7 @@ pub fn arg_name(arg: &FnArg) -> Result<(Ident, bool, &Type)> {
                 Ok((pi.ident.clone(), pi.mutability.is_some(), &pt.ty))
             }
             other => Err(Error::new_spanned(
-                &other,
+                other,
                 "parameters must be plain names (`x: f32`), not patterns",
             )),
         },
@@ -57,7 +57,7 @@ fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
     }
     let PathArguments::AngleBracketed(args) = &last.arguments else {
         return Some(Err(Error::new_spanned(
-            &last,
+            last,
             "write `Field<T>` or `Field<T, D>` with D in 0..=3",
         )));
     };
@@ -66,7 +66,7 @@ fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
         Some(GenericArgument::Type(t)) => t.clone(),
         _ => {
             return Some(Err(Error::new_spanned(
-                &args,
+                args,
                 "the first argument of `Field` is the element type",
             )))
         }
@@ -78,14 +78,14 @@ fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
         }
         Some(other) => {
             return Some(Err(Error::new_spanned(
-                &other,
+                other,
                 "the dimension count must be a literal 0, 1, 2 or 3",
             )))
         }
     };
     if dims > 3 {
         return Some(Err(Error::new_spanned(
-            &args,
+            args,
             "fields have 0 to 3 dimensions",
         )));
     }
@@ -109,7 +109,7 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
     }
     if let syn::ReturnType::Type(_, t) = &sig.output {
         return Err(Error::new_spanned(
-            &t,
+            t,
             "kernels return nothing; their results are written into fields",
         ));
     }
@@ -132,7 +132,7 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
                         fields += 1;
                     }
                     None => return Err(Error::new_spanned(
-                        &r,
+                        r,
                         "reference parameters must be fields: `&Field<T, D>` or `&mut Field<T, D>`",
                     )),
                 }
@@ -140,7 +140,7 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
             other => {
                 if field_type(other).is_some() {
                     return Err(Error::new_spanned(
-                        &other,
+                        other,
                         "pass fields by reference: `&Field<..>` or `&mut Field<..>`",
                     ));
                 }

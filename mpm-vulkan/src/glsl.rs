@@ -514,6 +514,20 @@ impl<'k> Printer<'k> {
             let ta = self.ety(a).clone();
             ss.push(if broadcast { self.bcast(s, &ta, ty) } else { s });
         }
+        // GLSL has no abs or sign on unsigned integers: abs is the value, sign is 0 or 1.
+        if ty.scalar() == Some(Scalar::U32) {
+            match b {
+                Builtin::Abs => return ss[0].clone(),
+                Builtin::Sign => {
+                    let one = match ty {
+                        Ty::Vector(_, n) => format!("uvec{n}(1u)"),
+                        _ => "1u".to_string(),
+                    };
+                    return format!("min({}, {one})", ss[0]);
+                }
+                _ => {}
+            }
+        }
         let name = match b {
             Builtin::Abs => "abs",
             Builtin::Floor => "floor",
@@ -863,14 +877,24 @@ impl<'k> Printer<'k> {
                     for t in ["float", "vec2", "vec3", "vec4"] {
                         writeln!(
                             out,
-                            "{t} mpm_frem({t} a, {t} b) {{\n    return a - b * trunc(a / b);\n}}"
+                            "{t} mpm_frem({t} a, {t} b) {{\n    \
+                             // Rust's %: r = a - b trunc(a / b), |r| < |b|, sign of a. a / b can\n    \
+                             // round to the next integer, so move r back by one |b| when needed.\n    \
+                             {t} r = fma(-b, trunc(a / b), a);\n    \
+                             {t} s = sign(a) * abs(b);\n    \
+                             return r + s * (1.0 - step(0.0, r * sign(a))) - s * step(abs(b), abs(r));\n}}"
                         )
                         .unwrap();
                     }
                 }
                 Helper::Round => {
                     for t in ["float", "vec2", "vec3", "vec4"] {
-                        writeln!(out, "{t} mpm_round({t} x) {{\n    return sign(x) * floor(abs(x) + 0.5);\n}}").unwrap();
+                        // Half away from zero, exactly: x - trunc(x) has no rounding error.
+                        writeln!(
+                            out,
+                            "{t} mpm_round({t} x) {{\n    {t} t = trunc(x);\n    return t + sign(x) * step(0.5, abs(x - t));\n}}"
+                        )
+                        .unwrap();
                     }
                 }
                 Helper::Trace => {

@@ -60,7 +60,6 @@ impl Params {
 /// One MLS-MPM substep: clear grid, P2G with stress, grid update, G2P. Four parallel loops,
 /// recorded as one launch.
 #[kernel]
-#[allow(clippy::too_many_arguments)]
 pub fn substep(
     x: &mut Field<Vec2>,
     v: &mut Field<Vec2>,
@@ -119,7 +118,8 @@ pub fn substep(
             fp = u * Mat2::from_diagonal(sig) * transpose(vv);
         }
         f[p] = fp;
-        let stress = 2.0 * mu * (fp - u * transpose(vv)) * transpose(fp) + Mat2::IDENTITY * (la * j * (j - 1.0));
+        let stress = 2.0 * mu * (fp - u * transpose(vv)) * transpose(fp)
+            + Mat2::IDENTITY * (la * j * (j - 1.0));
         let stress = (-dt * p_vol * 4.0 * inv_dx * inv_dx) * stress;
         let affine = stress + p_mass * c[p];
         let vp = v[p];
@@ -202,8 +202,14 @@ impl Mpm99 {
         let mut material = Vec::with_capacity(n);
         for i in 0..n {
             let g = (i / group) as f32;
-            let (rx, ry) = (rand_f32(seed, 2 * i as u32), rand_f32(seed, 2 * i as u32 + 1));
-            x.push(Vec2::new(rx * 0.2 + 0.3 + 0.10 * g, ry * 0.2 + 0.05 + 0.32 * g));
+            let (rx, ry) = (
+                rand_f32(seed, 2 * i as u32),
+                rand_f32(seed, 2 * i as u32 + 1),
+            );
+            x.push(Vec2::new(
+                rx * 0.2 + 0.3 + 0.10 * g,
+                ry * 0.2 + 0.05 + 0.32 * g,
+            ));
             material.push((i / group) as i32);
         }
         let g = params.n_grid as u32;

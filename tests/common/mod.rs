@@ -1,0 +1,295 @@
+//! Shared helpers of the CPU/GPU equivalence tests: the backends under test, tolerant
+//! comparison of downloaded fields, and the end-of-test validation-layer check.
+#![allow(dead_code)]
+
+use std::fmt::Debug;
+use std::sync::{Arc, OnceLock};
+
+use mpm::core::types::{to_words, Scalar};
+use mpm::core::Elem;
+use mpm::{BackendRef, Error, VulkanBackend, VulkanOptions};
+use proptest::strategy::Strategy;
+use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
+
+/// The backends every equivalence test runs on.
+pub struct Backends {
+    /// The reference: the CPU lowering on rayon.
+    pub cpu: BackendRef,
+    /// Vulkan with the validation layer, float atomics where the device has them (unless
+    /// `MPM_VK_NO_FLOAT_ATOMICS=1`).
+    pub vk: BackendRef,
+    /// Vulkan with `float_atomics: false`: f32 `+=` on fields is a compare-and-swap loop.
+    pub vk_cas: BackendRef,
+    vk_impl: Arc<VulkanBackend>,
+    vk_cas_impl: Arc<VulkanBackend>,
+}
+
+static BACKENDS: OnceLock<Option<Backends>> = OnceLock::new();
+
+/// A Vulkan backend with the validation layer; `float_atomics: None` keeps the environment's
+/// choice (`MPM_VK_NO_FLOAT_ATOMICS`), `Some(false)` forces the compare-and-swap fallback.
+fn vulkan(float_atomics: Option<bool>) -> Result<Arc<VulkanBackend>, Error> {
+    let env = VulkanOptions::from_env();
+    let opts = VulkanOptions {
+        validation: true,
+        float_atomics: float_atomics.unwrap_or(env.float_atomics),
+        ..env
+    };
+    VulkanBackend::new(opts).map(Arc::new)
+}
+
+/// True when the error says that no Vulkan device exists at all (no loader, no driver, no
+/// physical device). Every other failure, including an `MPM_VK_DEVICE` that matches nothing,
+/// is a test failure.
+fn no_device_at_all(e: &Error) -> bool {
+    matches!(e, Error::Unavailable(m) if !m.contains("MPM_VK_DEVICE"))
+}
+
+/// The backends, created once per test process (instances with the validation layer are
+/// slow to create on lavapipe). `None`, with the reason printed, only when this machine has
+/// no Vulkan device at all: the test then checks nothing and passes.
+pub fn backends() -> Option<&'static Backends> {
+    let b = BACKENDS.get_or_init(|| {
+        let vk = match vulkan(None) {
+            Ok(b) => b,
+            Err(e) if no_device_at_all(&e) => {
+                eprintln!("SKIP: no Vulkan device, CPU/GPU equivalence not checked: {e}");
+                return None;
+            }
+            Err(e) => panic!("creating the Vulkan backend failed: {e}"),
+        };
+        let vk_cas = vulkan(Some(false))
+            .unwrap_or_else(|e| panic!("creating the compare-and-swap Vulkan backend failed: {e}"));
+        assert!(
+            !vk_cas.caps().float_atomic_add,
+            "float_atomics: false must disable float atomics"
+        );
+        eprintln!(
+            "equivalence: {} ({}), validation layer {}, float atomics {} / fallback backend {}",
+            vk.device_info().name,
+            vk.device_info().device_type,
+            if vk.validation_enabled() { "on" } else { "off" },
+            vk.caps().float_atomic_add,
+            vk_cas.caps().float_atomic_add,
+        );
+        if !vk.validation_enabled() {
+            eprintln!(
+                "note: the Vulkan validation layer is not installed; validation messages are not checked"
+            );
+        }
+        Some(Backends {
+            cpu: mpm::backend::cpu(),
+            vk: vk.clone(),
+            vk_cas: vk_cas.clone(),
+            vk_impl: vk,
+            vk_cas_impl: vk_cas,
+        })
+    });
+    if b.is_none() {
+        eprintln!("SKIP: no Vulkan device");
+    }
+    b.as_ref()
+}
+
+impl Backends {
+    /// The GPU backends to compare with the CPU: plain Vulkan, and with `atomics` also the
+    /// compare-and-swap fallback.
+    pub fn gpus(&self, atomics: bool) -> Vec<(&'static str, &BackendRef)> {
+        let mut v = vec![("vulkan", &self.vk)];
+        if atomics {
+            v.push(("vulkan-cas", &self.vk_cas));
+        }
+        v
+    }
+
+    /// Fails the test when the validation layer (if present) reported anything. Messages are
+    /// collected process-wide, so a message makes every later check fail too: the first
+    /// failing test is the one to look at.
+    pub fn check_validation(&self) {
+        if !self.vk_impl.validation_enabled() && !self.vk_cas_impl.validation_enabled() {
+            return;
+        }
+        let msgs = VulkanBackend::validation_messages();
+        assert!(
+            msgs.is_empty(),
+            "the Vulkan validation layer reported {} message(s):\n{}",
+            msgs.len(),
+            msgs.join("\n")
+        );
+    }
+}
+
+/// Runs `body` with the backends, then checks the validation layer. Skips (returns) when no
+/// Vulkan device exists.
+pub fn with_backends(body: impl FnOnce(&Backends)) {
+    let Some(b) = backends() else { return };
+    body(b);
+    b.check_validation();
+}
+
+/// Runs a property: `cases` random inputs from `strategy`, each checked by `test` (which runs
+/// the kernel on the CPU and on the GPU backends and compares). Panics with the (shrunk)
+/// failing input; afterwards checks the validation layer. Skips when no Vulkan device exists.
+pub fn property<S>(
+    cases: u32,
+    strategy: S,
+    test: impl Fn(&Backends, S::Value) -> Result<(), TestCaseError>,
+) where
+    S: Strategy,
+    S::Value: Debug,
+{
+    with_backends(|b| {
+        let mut runner = TestRunner::new(config(cases));
+        if let Err(e) = runner.run(&strategy, |v| test(b, v)) {
+            panic!(
+                "{e}
+{runner}"
+            );
+        }
+    });
+}
+
+/// Proptest settings: `cases` cases (every case runs the GPU; `PROPTEST_CASES` overrides it
+/// for a longer soak), few shrink steps, and no regression files written into the source tree.
+pub fn config(cases: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    ProptestConfig {
+        cases,
+        max_shrink_iters: 24,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// How closely two values must agree.
+#[derive(Clone, Copy, Debug)]
+pub enum Tol {
+    /// Integers and bools bit for bit; floats equal as values (-0.0 == 0.0, NaN == NaN).
+    Exact,
+    /// `|a - b| <= abs + rel * max(|a|, |b|)` per float component; non-float components exact.
+    Close { rel: f32, abs: f32 },
+}
+
+impl Tol {
+    pub const fn close(rel: f32, abs: f32) -> Tol {
+        Tol::Close { rel, abs }
+    }
+}
+
+/// The f32 components of an element (None for integer and bool elements).
+pub fn float_parts<T: Elem>(v: &T) -> Option<Vec<f32>> {
+    if T::ty().scalar() != Some(Scalar::F32) {
+        return None;
+    }
+    Some(
+        to_words(std::slice::from_ref(v))
+            .into_iter()
+            .map(f32::from_bits)
+            .collect(),
+    )
+}
+
+pub fn close_f32(a: f32, b: f32, rel: f32, abs: f32) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a == b {
+        return true;
+    }
+    let d = (a as f64 - b as f64).abs();
+    d <= abs as f64 + rel as f64 * (a.abs().max(b.abs()) as f64)
+}
+
+/// Compares two downloaded fields element by element; the error names the field, the first
+/// few differing indices (linear, last axis fastest) and both values.
+pub fn compare<T: Elem + Debug>(
+    what: &str,
+    cpu: &[T],
+    gpu: &[T],
+    tol: Tol,
+    inputs: &dyn Fn(usize) -> String,
+) -> Result<(), TestCaseError> {
+    if cpu.len() != gpu.len() {
+        return Err(TestCaseError::fail(format!(
+            "{what}: lengths differ, cpu {} gpu {}",
+            cpu.len(),
+            gpu.len()
+        )));
+    }
+    let mut bad = Vec::new();
+    for (i, (c, g)) in cpu.iter().zip(gpu).enumerate() {
+        let ok = match (tol, float_parts(c), float_parts(g)) {
+            (Tol::Close { rel, abs }, Some(cs), Some(gs)) => {
+                cs.iter().zip(&gs).all(|(x, y)| close_f32(*x, *y, rel, abs))
+            }
+            (Tol::Exact, Some(cs), Some(gs)) => {
+                // Float components: equal values (0.0 == -0.0: a GPU compiler may fold
+                // `float(int(x))` into `trunc(x)`, which keeps the sign of a zero), or both NaN.
+                cs.iter()
+                    .zip(&gs)
+                    .all(|(x, y)| x == y || (x.is_nan() && y.is_nan()))
+            }
+            _ => {
+                // Integers and bools: the stored words, bit for bit.
+                to_words(std::slice::from_ref(c)) == to_words(std::slice::from_ref(g))
+            }
+        };
+        if !ok {
+            bad.push(i);
+        }
+    }
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let mut msg = format!(
+        "{what}: {} of {} elements differ (tolerance {tol:?})",
+        bad.len(),
+        cpu.len()
+    );
+    for &i in bad.iter().take(6) {
+        msg.push_str(&format!(
+            "\n  [{i}] cpu {:?}  gpu {:?}  inputs: {}",
+            cpu[i],
+            gpu[i],
+            inputs(i)
+        ));
+    }
+    Err(TestCaseError::fail(msg))
+}
+
+/// `compare` without an input description.
+pub fn same<T: Elem + Debug>(
+    what: &str,
+    cpu: &[T],
+    gpu: &[T],
+    tol: Tol,
+) -> Result<(), TestCaseError> {
+    compare(what, cpu, gpu, tol, &|_| String::new())
+}
+
+/// Turns an engine error into a test failure that names the backend.
+pub fn ok<T>(backend: &str, r: mpm::Result<T>) -> Result<T, TestCaseError> {
+    r.map_err(|e| TestCaseError::fail(format!("{backend}: {e}")))
+}
+
+/// Runs `run` on the CPU and on each GPU backend (with `atomics`, also on the
+/// compare-and-swap one) and checks every GPU result against the CPU result with `check`.
+pub fn agree<R>(
+    b: &Backends,
+    atomics: bool,
+    run: impl Fn(&BackendRef) -> mpm::Result<R>,
+    check: impl Fn(&R, &R) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let cpu = ok("cpu", run(&b.cpu))?;
+    for (name, be) in b.gpus(atomics) {
+        let gpu = ok(name, run(be))?;
+        check(&cpu, &gpu).map_err(|e| match e {
+            TestCaseError::Fail(r) => TestCaseError::fail(format!("cpu vs {name}: {r}")),
+            other => other,
+        })?;
+    }
+    Ok(())
+}
