@@ -5,7 +5,8 @@
 //! the benchmark scenes, PNG rendering and the command-line front of the examples.
 
 pub use mpm_core::{
-    self as core, func, glam, kernel, Backend, BackendKind, BackendRef, Error, Field, Result,
+    self as core, func, glam, kernel, Backend, BackendKind, BackendRef, Error, Field, Layout,
+    Memory, Result, Tree,
 };
 pub use mpm_cpu::CpuBackend;
 pub use mpm_vulkan::{VulkanBackend, VulkanOptions};

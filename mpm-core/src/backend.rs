@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::host::HostArgs;
 use crate::ir;
+use crate::layout::Structure;
 
 /// Which kind of backend this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +45,18 @@ impl KernelDesc {
 pub struct FieldArg<'a> {
     pub buffer: &'a dyn Buffer,
     pub shape: &'a [u32],
+    /// The layout tree of a field placed on one (`None` for a plain dense field).
+    pub tree: Option<&'a dyn TreeArg>,
+}
+
+/// What a backend needs of a layout tree during a launch.
+pub trait TreeArg: Send + Sync {
+    fn plan(&self) -> &Structure;
+    /// The structure words (see [`Structure`]).
+    fn structure(&self) -> &dyn Buffer;
+    /// Every field placed on the tree, with its words per element (for clearing
+    /// deactivated cells in all of them).
+    fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)>;
 }
 
 /// One parallel loop's index space: `count` invocations starting at `start`.
@@ -80,6 +93,8 @@ pub trait Backend: Send + Sync + 'static {
     fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>>;
     fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()>;
     fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>>;
+    /// Sets every word of the buffer to zero.
+    fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()>;
     /// Runs all loops of the kernel in order, each to completion before the next; returns
     /// when the results are visible to `read`.
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()>;

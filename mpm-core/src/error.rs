@@ -17,6 +17,19 @@ pub enum Error {
     Trace { kernel: String, message: String },
     #[error("{0}")]
     Unavailable(String),
+    #[error("invalid layout: {0}")]
+    Layout(String),
+    #[error(
+        "kernel `{kernel}`: the block pool below level {level} of a sparse layout is full \
+         ({capacity} blocks); reserve more with `Layout::reserve`"
+    )]
+    PoolExhausted {
+        kernel: String,
+        level: u32,
+        capacity: u32,
+    },
+    #[error("{backend} backend does not support {what}")]
+    Unsupported { backend: &'static str, what: String },
     #[error("out of device memory: {requested} bytes requested ({context})")]
     OutOfMemory { requested: u64, context: String },
     #[error("the device was lost: {0}")]

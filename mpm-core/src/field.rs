@@ -1,18 +1,111 @@
 //! Fields: typed, shaped arrays that live on a backend.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
-use crate::backend::{BackendRef, Buffer, FieldArg};
+use crate::backend::{BackendRef, Buffer, FieldArg, TreeArg};
 use crate::error::{Error, Result};
+use crate::layout::{Layout, Structure};
 use crate::types::{from_words, to_words, Elem};
 
-/// A dense field of `D` dimensions (0 to 3) holding elements of type `T`.
+/// A field of `D` dimensions (0 to 3) holding elements of type `T`: dense, or placed on a
+/// sparse [`Tree`].
 pub struct Field<T: Elem, const D: usize = 1> {
     backend: BackendRef,
     buffer: Arc<dyn Buffer>,
     shape: [u32; D],
+    tree: Option<Arc<Tree<D>>>,
     _t: PhantomData<T>,
+}
+
+/// A layout tree allocated on a backend; fields placed on it share its activity.
+pub struct Tree<const D: usize> {
+    backend: BackendRef,
+    layout: Layout<D>,
+    plan: Structure,
+    structure: Arc<dyn Buffer>,
+    fields: Mutex<Vec<(Weak<dyn Buffer>, usize)>>,
+}
+
+/// Memory of a field or tree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Bytes allocated.
+    pub reserved: u64,
+    /// Bytes of blocks in use (equal to `reserved` for dense storage).
+    pub in_use: u64,
+}
+
+impl<const D: usize> Tree<D> {
+    /// Allocates the structure of `layout` (everything inactive).
+    pub fn new(backend: &BackendRef, layout: Layout<D>) -> Result<Arc<Self>> {
+        let plan = layout.structure()?;
+        let structure = backend.alloc(plan.words as usize)?;
+        backend.write(&*structure, &plan.initial_words())?;
+        Ok(Arc::new(Tree {
+            backend: backend.clone(),
+            layout,
+            plan,
+            structure,
+            fields: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub fn layout(&self) -> &Layout<D> {
+        &self.layout
+    }
+
+    pub fn shape(&self) -> [u32; D] {
+        self.layout.shape()
+    }
+
+    /// Deactivates every cell and clears the data of every field on the tree.
+    pub fn deactivate_all(&self) -> Result<()> {
+        self.backend
+            .write(&*self.structure, &self.plan.initial_words())?;
+        for (buffer, _) in self.fields() {
+            self.backend.fill_zero(&*buffer)?;
+        }
+        Ok(())
+    }
+
+    /// The structure's memory and, per field of `words_per_element`, the elements' memory.
+    pub fn memory(&self) -> Result<Memory> {
+        let words = self.backend.read(&*self.structure)?;
+        let atomics: Vec<std::sync::atomic::AtomicU32> =
+            words.into_iter().map(Into::into).collect();
+        let sparse = crate::sparse::Sparse {
+            plan: &self.plan,
+            words: &atomics,
+        };
+        let in_use_elements = sparse.elements_in_use();
+        let mut m = Memory {
+            reserved: self.plan.bytes(),
+            in_use: sparse.table_words_in_use() * 4,
+        };
+        for (buffer, per_element) in self.fields() {
+            m.reserved += buffer.words() as u64 * 4;
+            m.in_use += in_use_elements * per_element as u64 * 4;
+        }
+        Ok(m)
+    }
+}
+
+impl<const D: usize> TreeArg for Tree<D> {
+    fn plan(&self) -> &Structure {
+        &self.plan
+    }
+    fn structure(&self) -> &dyn Buffer {
+        &*self.structure
+    }
+    fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)> {
+        let mut fields = self.fields.lock().unwrap_or_else(|e| e.into_inner());
+        fields.retain(|(w, _)| w.strong_count() > 0);
+        fields
+            .iter()
+            .filter_map(|(w, n)| Some((w.upgrade()?, *n)))
+            .collect()
+    }
 }
 
 impl<T: Elem, const D: usize> Field<T, D> {
@@ -25,8 +118,49 @@ impl<T: Elem, const D: usize> Field<T, D> {
             backend: backend.clone(),
             buffer,
             shape,
+            tree: None,
             _t: PhantomData,
         })
+    }
+
+    /// A field placed on a layout tree: it exists where the tree's cells are active.
+    pub fn place(tree: &Arc<Tree<D>>) -> Result<Self> {
+        let buffer = tree.backend.alloc(tree.plan.elements as usize * T::WORDS)?;
+        tree.fields
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((Arc::downgrade(&buffer), T::WORDS));
+        Ok(Field {
+            backend: tree.backend.clone(),
+            buffer,
+            shape: tree.shape(),
+            tree: Some(tree.clone()),
+            _t: PhantomData,
+        })
+    }
+
+    /// The tree this field is placed on, if any.
+    pub fn tree(&self) -> Option<&Arc<Tree<D>>> {
+        self.tree.as_ref()
+    }
+
+    /// Memory this field holds (the structure of its tree is counted by the tree).
+    pub fn memory(&self) -> Result<Memory> {
+        let reserved = self.buffer.words() as u64 * 4;
+        let in_use = match &self.tree {
+            None => reserved,
+            Some(t) => {
+                let words = self.backend.read(t.structure())?;
+                let atomics: Vec<std::sync::atomic::AtomicU32> =
+                    words.into_iter().map(Into::into).collect();
+                let sparse = crate::sparse::Sparse {
+                    plan: &t.plan,
+                    words: &atomics,
+                };
+                sparse.elements_in_use() * T::WORDS as u64 * 4
+            }
+        };
+        Ok(Memory { reserved, in_use })
     }
 
     /// A field of the given shape filled with `data` (last axis fastest).
@@ -53,13 +187,19 @@ impl<T: Elem, const D: usize> Field<T, D> {
         &self.backend
     }
 
-    /// Bytes of device (or host) memory this field holds.
+    /// Bytes of device (or host) memory this field's elements take.
     pub fn bytes(&self) -> usize {
         self.buffer.words() * 4
     }
 
-    /// Replaces the whole contents.
+    /// Replaces the whole contents (dense fields only: sparse ones are written by kernels).
     pub fn upload(&mut self, data: &[T]) -> Result<()> {
+        if self.tree.is_some() {
+            return Err(Error::Unsupported {
+                backend: "any",
+                what: "uploading into a sparse field; write it with a kernel".into(),
+            });
+        }
         if data.len() != self.len() {
             return Err(Error::SizeMismatch {
                 expected: self.len(),
@@ -70,9 +210,44 @@ impl<T: Elem, const D: usize> Field<T, D> {
         self.backend.write(&*self.buffer, &to_words(data))
     }
 
-    /// Copies the whole contents back.
+    /// Copies the whole contents back, as a dense array (inactive cells of a sparse field
+    /// read as zero).
     pub fn download(&self) -> Result<Vec<T>> {
-        Ok(from_words(&self.backend.read(&*self.buffer)?))
+        let data = self.backend.read(&*self.buffer)?;
+        let Some(tree) = &self.tree else {
+            return Ok(from_words(&data));
+        };
+        if self.len() > 1 << 28 {
+            return Err(Error::Unsupported {
+                backend: "any",
+                what: format!(
+                    "downloading a sparse field of {} cells as a dense array",
+                    self.len()
+                ),
+            });
+        }
+        let words: Vec<std::sync::atomic::AtomicU32> = self
+            .backend
+            .read(tree.structure())?
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        let sparse = crate::sparse::Sparse {
+            plan: &tree.plan,
+            words: &words,
+        };
+        let mut out = vec![T::zero(); self.len()];
+        for e in 0..tree.plan.elements {
+            if let Some(c) = sparse.element_coords(e) {
+                let mut lin = 0usize;
+                for (a, s) in self.shape.iter().enumerate() {
+                    lin = lin * *s as usize + c[a] as usize;
+                }
+                let w = &data[e as usize * T::WORDS..(e as usize + 1) * T::WORDS];
+                out[lin] = T::read_words(w);
+            }
+        }
+        Ok(out)
     }
 
     /// Sets every element to `value`.
@@ -87,6 +262,7 @@ impl<T: Elem, const D: usize> Field<T, D> {
         FieldArg {
             buffer: &*self.buffer,
             shape: &self.shape,
+            tree: self.tree.as_deref().map(|t| t as &dyn TreeArg),
         }
     }
 }

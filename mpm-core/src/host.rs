@@ -13,12 +13,15 @@ use glam::{IVec2, IVec3, UVec2, UVec3};
 use rayon::prelude::*;
 
 use crate::backend::LoopRange;
+use crate::sparse::Sparse;
 use crate::types::{Elem, Scalar};
 
 /// A field's storage as seen by a CPU launch.
 pub struct HostField<'a> {
     pub words: &'a [AtomicU32],
     pub shape: &'a [u32],
+    /// The layout tree of a sparse field.
+    pub tree: Option<Sparse<'a>>,
 }
 
 /// Arguments of one CPU launch.
@@ -39,6 +42,7 @@ impl<'a> HostArgs<'a> {
         View {
             words: f.words,
             shape,
+            tree: f.tree,
             field: n,
             oob: &self.out_of_bounds,
             _t: PhantomData,
@@ -55,6 +59,7 @@ impl<'a> HostArgs<'a> {
 pub struct View<'a, T, const D: usize> {
     words: &'a [AtomicU32],
     shape: [u32; D],
+    tree: Option<Sparse<'a>>,
     field: usize,
     oob: &'a AtomicUsize,
     _t: PhantomData<T>,
@@ -62,56 +67,39 @@ pub struct View<'a, T, const D: usize> {
 
 /// An index into a field of `D` dimensions: the last axis varies fastest.
 pub trait FieldIndex<const D: usize>: Copy {
-    /// The linear element index, or None outside the shape.
-    fn linear(self, shape: &[u32; D]) -> Option<usize>;
+    /// The coordinates (unused axes 0), or None outside the shape.
+    fn coords(self, shape: &[u32; D]) -> Option<[u32; 3]>;
 }
 
-impl FieldIndex<0> for () {
-    fn linear(self, _: &[u32; 0]) -> Option<usize> {
-        Some(0)
-    }
-}
-impl FieldIndex<1> for u32 {
-    fn linear(self, s: &[u32; 1]) -> Option<usize> {
-        (self < s[0]).then_some(self as usize)
-    }
-}
-impl FieldIndex<1> for i32 {
-    fn linear(self, s: &[u32; 1]) -> Option<usize> {
-        (self >= 0 && (self as u32) < s[0]).then_some(self as usize)
-    }
-}
-
-fn linear_nd<const D: usize>(c: [i64; D], s: &[u32; D]) -> Option<usize> {
-    let mut lin = 0usize;
+fn in_shape<const D: usize>(c: [i64; D], s: &[u32; D]) -> Option<[u32; 3]> {
+    let mut out = [0u32; 3];
     for k in 0..D {
         if c[k] < 0 || c[k] >= s[k] as i64 {
             return None;
         }
-        lin = lin * s[k] as usize + c[k] as usize;
+        out[k] = c[k] as u32;
     }
-    Some(lin)
+    Some(out)
 }
-impl FieldIndex<2> for IVec2 {
-    fn linear(self, s: &[u32; 2]) -> Option<usize> {
-        linear_nd([self.x as i64, self.y as i64], s)
-    }
+
+macro_rules! field_index {
+    ($d:literal, $t:ty, |$v:ident| $c:expr) => {
+        impl FieldIndex<$d> for $t {
+            #[inline(always)]
+            fn coords(self, s: &[u32; $d]) -> Option<[u32; 3]> {
+                let $v = self;
+                in_shape($c, s)
+            }
+        }
+    };
 }
-impl FieldIndex<2> for UVec2 {
-    fn linear(self, s: &[u32; 2]) -> Option<usize> {
-        linear_nd([self.x as i64, self.y as i64], s)
-    }
-}
-impl FieldIndex<3> for IVec3 {
-    fn linear(self, s: &[u32; 3]) -> Option<usize> {
-        linear_nd([self.x as i64, self.y as i64, self.z as i64], s)
-    }
-}
-impl FieldIndex<3> for UVec3 {
-    fn linear(self, s: &[u32; 3]) -> Option<usize> {
-        linear_nd([self.x as i64, self.y as i64, self.z as i64], s)
-    }
-}
+field_index!(0, (), |_v| []);
+field_index!(1, u32, |v| [v as i64]);
+field_index!(1, i32, |v| [v as i64]);
+field_index!(2, IVec2, |v| [v.x as i64, v.y as i64]);
+field_index!(2, UVec2, |v| [v.x as i64, v.y as i64]);
+field_index!(3, IVec3, |v| [v.x as i64, v.y as i64, v.z as i64]);
+field_index!(3, UVec3, |v| [v.x as i64, v.y as i64, v.z as i64]);
 
 /// Element types that `field[i] += v` accepts.
 pub trait AtomicAdd: Elem {}
@@ -134,21 +122,64 @@ atomic_add_elem!(
 );
 
 impl<T: Elem, const D: usize> View<'_, T, D> {
+    /// The in-range coordinates of `index`, raising the out-of-bounds flag otherwise.
     #[inline]
-    fn locate(&self, index: impl FieldIndex<D>) -> Option<usize> {
-        let lin = index.linear(&self.shape);
-        if lin.is_none() {
+    fn coords(&self, index: impl FieldIndex<D>) -> Option<[u32; 3]> {
+        let c = index.coords(&self.shape);
+        if c.is_none() {
             // Keep the first offending field; later ones do not overwrite it.
             let _ = self
                 .oob
                 .compare_exchange(0, self.field + 1, Relaxed, Relaxed);
         }
-        lin.map(|l| l * T::WORDS)
+        c
+    }
+
+    /// The first word of the element at `index`; with `activate`, a sparse path is activated.
+    #[inline]
+    fn locate_with(&self, index: impl FieldIndex<D>, activate: bool) -> Option<usize> {
+        let c = self.coords(index)?;
+        let element = match &self.tree {
+            None => self
+                .shape
+                .iter()
+                .zip(c)
+                .fold(0usize, |lin, (s, x)| lin * *s as usize + x as usize),
+            Some(tree) => tree.locate(c, activate)? as usize,
+        };
+        Some(element * T::WORDS)
+    }
+
+    #[inline]
+    fn locate(&self, index: impl FieldIndex<D>) -> Option<usize> {
+        self.locate_with(index, true)
+    }
+
+    /// Whether the element exists: always for dense fields, where its cell is active for
+    /// sparse ones.
+    #[inline]
+    pub fn is_active(&self, index: impl FieldIndex<D>) -> bool {
+        self.locate_with(index, false).is_some()
+    }
+
+    /// Activates the element's cell (a no-op on dense fields).
+    #[inline]
+    pub fn activate(&self, index: impl FieldIndex<D>) {
+        let _ = self.locate_with(index, true);
+    }
+
+    /// Queues the element's unit for deactivation when the launch ends (a no-op on dense
+    /// fields).
+    #[inline]
+    pub fn deactivate(&self, index: impl FieldIndex<D>) {
+        if let (Some(c), Some(tree)) = (self.coords(index), &self.tree) {
+            tree.deactivate(c);
+        }
     }
 
     #[inline]
     pub fn load(&self, index: impl FieldIndex<D>) -> T {
-        match self.locate(index) {
+        match self.locate_with(index, false) {
             Some(base) => {
                 let mut w = [0u32; 16];
                 for (k, slot) in w[..T::WORDS].iter_mut().enumerate() {
@@ -325,4 +356,46 @@ pub fn par_indices<T: Elem, const D: usize>(
                 k as u64, &shape,
             ))
         });
+}
+
+/// Index types built from coordinates (for `active()` loops).
+pub trait FromCoords: Copy {
+    fn from_coords(c: [u32; 3]) -> Self;
+}
+impl FromCoords for u32 {
+    fn from_coords(c: [u32; 3]) -> Self {
+        c[0]
+    }
+}
+impl FromCoords for IVec2 {
+    fn from_coords(c: [u32; 3]) -> Self {
+        IVec2::new(c[0] as i32, c[1] as i32)
+    }
+}
+impl FromCoords for IVec3 {
+    fn from_coords(c: [u32; 3]) -> Self {
+        IVec3::new(c[0] as i32, c[1] as i32, c[2] as i32)
+    }
+}
+
+/// Runs `body` for every active index of `view` in parallel: every index of a dense field,
+/// the active cells of a sparse one.
+pub fn par_active<T: Elem, const D: usize>(
+    view: &View<'_, T, D>,
+    body: impl Fn(<Dims as Dim<D>>::Index) + Sync + Send,
+) where
+    Dims: Dim<D>,
+    <Dims as Dim<D>>::Index: FromCoords,
+{
+    match &view.tree {
+        None => par_indices(view, body),
+        Some(tree) => (0..tree.plan.elements as usize)
+            .into_par_iter()
+            .with_min_len(64)
+            .for_each(|e| {
+                if let Some(c) = tree.element_coords(e as u64) {
+                    body(<Dims as Dim<D>>::Index::from_coords(c));
+                }
+            }),
+    }
 }

@@ -106,6 +106,12 @@ pub enum ExprKind {
         field: u32,
         index: ExprId,
     },
+    /// Whether element `index` of field parameter `field` exists: always for an in-range
+    /// index of a dense field, where its cell is active for a sparse one.
+    IsActive {
+        field: u32,
+        index: ExprId,
+    },
     /// Vector component or matrix column `k`, or tuple member `k`.
     Member(ExprId, u32),
     /// Dynamic index into a local array, vector (component) or matrix (column).
@@ -153,6 +159,16 @@ pub enum Stmt {
         field: u32,
         index: ExprId,
         value: ExprId,
+    },
+    /// Activates the cell of `field[index]` (a no-op on dense fields).
+    Activate {
+        field: u32,
+        index: ExprId,
+    },
+    /// Deactivates the cell of `field[index]` when the launch ends (a no-op on dense fields).
+    Deactivate {
+        field: u32,
+        index: ExprId,
     },
     If {
         cond: ExprId,
@@ -203,6 +219,9 @@ pub enum LoopDomain {
     Range,
     /// `for i in field.indices()`: every index of field parameter `n`, the last axis fastest.
     Indices(u32),
+    /// `for i in field.active()`: the active cells of field parameter `n` (every index of a
+    /// dense field).
+    Active(u32),
 }
 
 /// One top-level `for` of a kernel: one parallel launch, with a barrier after it.

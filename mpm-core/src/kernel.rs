@@ -19,6 +19,18 @@ pub fn indices_range<const D: usize>(shape: &[u32; D]) -> LoopRange {
     }
 }
 
+/// The index space of `field.active()`: every element a sparse field can hold (inactive ones
+/// are skipped by the loop), every index of a dense one.
+pub fn active_range<T: crate::Elem, const D: usize>(field: &crate::Field<T, D>) -> LoopRange {
+    match field.tree() {
+        Some(t) => LoopRange {
+            start: 0,
+            count: crate::backend::TreeArg::plan(&**t).elements,
+        },
+        None => indices_range(&field.shape()),
+    }
+}
+
 /// Runs a kernel on the backend its fields live on.
 pub fn launch(
     desc: &KernelDesc,

@@ -10,14 +10,17 @@ pub mod host;
 pub mod ir;
 pub mod kernel;
 pub mod lang;
+pub mod layout;
 pub mod linalg;
 pub mod rng;
+pub mod sparse;
 pub mod trace;
 pub mod types;
 
 pub use backend::{Backend, BackendKind, BackendRef, KernelDesc};
 pub use error::{Error, Result};
-pub use field::Field;
+pub use field::{Field, Memory, Tree};
 pub use glam;
+pub use layout::Layout;
 pub use mpm_macros::{func, kernel};
 pub use types::{Elem, Value};

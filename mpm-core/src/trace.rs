@@ -271,6 +271,17 @@ pub fn par_indices<T, const D: usize>(
     par_loop(ir::LoopDomain::Indices(field.n), name, body);
 }
 
+/// A top-level `for i in field.active()`: one parallel launch over the active cells.
+pub fn par_active<T, const D: usize>(
+    name: &str,
+    field: FieldRef<T, D>,
+    body: impl FnOnce(Expr<<() as IndexOf<D>>::Index>),
+) where
+    (): IndexOf<D>,
+{
+    par_loop(ir::LoopDomain::Active(field.n), name, body);
+}
+
 /// Integer types a loop variable can have.
 pub trait LoopVar: Value {}
 impl LoopVar for i32 {}
@@ -492,6 +503,27 @@ impl FieldIndex<0> for () {
 pub fn load<T: Elem, const D: usize>(f: FieldRef<T, D>, index: impl FieldIndex<D>) -> Expr<T> {
     let index = index.index_expr();
     Expr::new(ExprKind::Load { field: f.n, index })
+}
+
+/// `is_active(field, index)`.
+pub fn is_active<T: Elem, const D: usize>(
+    f: FieldRef<T, D>,
+    index: impl FieldIndex<D>,
+) -> Expr<bool> {
+    let index = index.index_expr();
+    Expr::new(ExprKind::IsActive { field: f.n, index })
+}
+
+/// `activate(field, index)`.
+pub fn activate<T: Elem, const D: usize>(f: FieldRef<T, D>, index: impl FieldIndex<D>) {
+    let index = index.index_expr();
+    push_stmt(Stmt::Activate { field: f.n, index });
+}
+
+/// `deactivate(field, index)`.
+pub fn deactivate<T: Elem, const D: usize>(f: FieldRef<T, D>, index: impl FieldIndex<D>) {
+    let index = index.index_expr();
+    push_stmt(Stmt::Deactivate { field: f.n, index });
 }
 
 /// `field[index] = value`.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
 use mpm_core::host::{HostArgs, HostField};
+use mpm_core::sparse::{FieldWords, Sparse};
 use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 
 /// Host memory of one field.
@@ -82,14 +83,30 @@ impl Backend for CpuBackend {
             .collect())
     }
 
+    fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()> {
+        host_buffer(buffer)?
+            .words
+            .iter()
+            .for_each(|w| w.store(0, Ordering::Relaxed));
+        Ok(())
+    }
+
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
         let fields = args
             .fields
             .iter()
             .map(|f| {
+                let tree = match f.tree {
+                    Some(t) => Some(Sparse {
+                        plan: t.plan(),
+                        words: &host_buffer(t.structure())?.words,
+                    }),
+                    None => None,
+                };
                 Ok(HostField {
                     words: &host_buffer(f.buffer)?.words,
                     shape: f.shape,
+                    tree,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -106,6 +123,37 @@ impl Backend for CpuBackend {
             let e = p.entry(kernel.qualified_name()).or_default();
             e.0 += 1;
             e.1 += elapsed;
+        }
+        // Trees, once each: apply deactivations, recycle blocks, report a full pool.
+        let mut done: Vec<*const ()> = Vec::new();
+        for f in &args.fields {
+            let Some(tree) = f.tree else { continue };
+            let id = tree.structure() as *const dyn Buffer as *const ();
+            if done.contains(&id) {
+                continue;
+            }
+            done.push(id);
+            let placed = tree.fields();
+            let words = placed
+                .iter()
+                .map(|(b, n)| {
+                    Ok(FieldWords {
+                        words: &host_buffer(&**b)?.words,
+                        per_element: *n,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let sparse = Sparse {
+                plan: tree.plan(),
+                words: &host_buffer(tree.structure())?.words,
+            };
+            sparse
+                .maintain(&words)
+                .map_err(|(level, capacity)| Error::PoolExhausted {
+                    kernel: kernel.qualified_name(),
+                    level,
+                    capacity,
+                })?;
         }
         match host.out_of_bounds.load(Ordering::Relaxed) {
             0 => Ok(()),

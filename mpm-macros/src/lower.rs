@@ -611,6 +611,12 @@ impl Lower {
         if p.qself.is_some() {
             return err(p, "qualified paths are not part of the kernel language");
         }
+        if let Some(id) = p.path.get_ident() {
+            let name = id.to_string();
+            if ["is_active", "activate", "deactivate"].contains(&name.as_str()) {
+                return self.activity(c, id);
+            }
+        }
         let args = c
             .args
             .iter()
@@ -680,15 +686,34 @@ impl Lower {
         path
     }
 
+    /// `is_active(f, i)`, `activate(f, i)`, `deactivate(f, i)` on a field parameter.
+    fn activity(&mut self, c: &syn::ExprCall, op: &syn::Ident) -> Result<TokenStream> {
+        let field = match c.args.first() {
+            Some(f) if c.args.len() == 2 => self.is_field(f),
+            _ => None,
+        };
+        let Some(field) = field else {
+            return err(
+                c,
+                format!("`{op}` takes a field parameter and an index: `{op}(grid, cell)`"),
+            );
+        };
+        let index = self.expr(&c.args[1])?;
+        Ok(match self.target {
+            Target::Cpu => quote_spanned!(c.span()=> #field.#op(#index)),
+            Target::Trace => quote_spanned!(c.span()=> ::mpm_core::trace::#op(#field, #index)),
+        })
+    }
+
     fn method(&mut self, mc: &syn::ExprMethodCall) -> Result<TokenStream> {
         if let Some(t) = &mc.turbofish {
             return err(t, "turbofish is not part of the kernel language");
         }
         let name = mc.method.to_string();
-        if name == "indices" {
+        if name == "indices" || name == "active" {
             return err(
                 &mc.method,
-                "`indices()` is only the range of a top-level `for` loop",
+                format!("`{name}()` is only the range of a top-level `for` loop"),
             );
         }
         let Some((_, f)) = builtins::METHODS.iter().find(|(n, _)| *n == name) else {
@@ -974,6 +999,17 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                 cpu.in_par_loop = false;
                 tr.in_par_loop = false;
                 match &*fl.expr {
+                    Expr::MethodCall(mc) if mc.method == "active" && mc.args.is_empty() => {
+                        let Some(field) = cpu.is_field(&mc.receiver) else {
+                            return err(&mc.receiver, "`active()` is called on a field parameter");
+                        };
+                        if zero_dim.contains(&field.to_string()) {
+                            return err(&mc.receiver, "a 0-D field has one element, `f[()]`; it has no `active()` to loop over");
+                        }
+                        cpu_body.extend(quote!(::mpm_core::host::par_active(&#field, |#var| #cb);));
+                        trace_body.extend(quote!(::mpm_core::trace::par_active(#label, #field, |#var| #tb);));
+                        ranges.push(quote!(::mpm_core::kernel::active_range(#field)));
+                    }
                     Expr::MethodCall(mc) if mc.method == "indices" && mc.args.is_empty() => {
                         let Some(field) = cpu.is_field(&mc.receiver) else {
                             return err(&mc.receiver, "`indices()` is called on a field parameter");
@@ -999,7 +1035,7 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                         ranges.push(quote!(::mpm_core::host::loop_range(#ha, #hb)));
                     }
                     other => {
-                        return err(other, "a top-level loop runs over `field.indices()` or a range `a..b`");
+                        return err(other, "a top-level loop runs over `field.indices()`, `field.active()` or a range `a..b`");
                     }
                 }
             }

@@ -116,6 +116,10 @@ enum FieldOp {
     Load,
     Store,
     Add,
+    /// `is_active`: in range (dense fields).
+    Active,
+    /// `activate` / `deactivate`: a bounds check only (dense fields).
+    Touch,
 }
 
 /// A complete shader: sections printed in order by `Display`.
@@ -352,6 +356,11 @@ impl<'k> Printer<'k> {
                 let name = func_name(&self.k.funcs[*f as usize], *f as usize);
                 let args: Vec<String> = args.iter().map(|a| self.expr(*a)).collect();
                 format!("{name}({})", args.join(", "))
+            }
+            ExprKind::IsActive { field, index } => {
+                self.field_ops.insert((*field, FieldOp::Active));
+                let i = self.field_index(*index);
+                format!("f{field}_active({i})")
             }
             ExprKind::Load { field, index } => {
                 self.field_ops.insert((*field, FieldOp::Load));
@@ -626,6 +635,11 @@ impl<'k> Printer<'k> {
                 let v = self.expr(*value);
                 writeln!(out, "{ind}{p} = {v};").unwrap();
             }
+            Stmt::Activate { field, index } | Stmt::Deactivate { field, index } => {
+                self.field_ops.insert((*field, FieldOp::Touch));
+                let i = self.field_index(*index);
+                writeln!(out, "{ind}f{field}_touch({i});").unwrap();
+            }
             Stmt::Store {
                 field,
                 index,
@@ -750,7 +764,7 @@ impl<'k> Printer<'k> {
                 Ty::Scalar(Scalar::U32) => "pc.w[0] + mpm_id".to_string(),
                 _ => format!("{t}(int(pc.w[0]) + int(mpm_id))"),
             },
-            LoopDomain::Indices(f) => {
+            LoopDomain::Indices(f) | LoopDomain::Active(f) => {
                 let s = &self.opts.shapes[*f as usize];
                 let s: Vec<u32> = s.iter().map(|&x| x.max(1)).collect();
                 match s.len() {
@@ -959,6 +973,20 @@ impl<'k> Printer<'k> {
                 .collect();
             for op in ops {
                 match op {
+                    FieldOp::Active => {
+                        writeln!(
+                            out,
+                            "bool f{k}_active({idx_ty} i) {{\n    return !({cond});\n}}"
+                        )
+                        .unwrap();
+                    }
+                    FieldOp::Touch => {
+                        writeln!(
+                            out,
+                            "void f{k}_touch({idx_ty} i) {{\n    uint b;\n    f{k}_at(i, b);\n}}"
+                        )
+                        .unwrap();
+                    }
                     FieldOp::Load => {
                         let words: Vec<String> = (0..w)
                             .map(|j| {

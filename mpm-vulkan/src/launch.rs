@@ -197,6 +197,13 @@ impl Runtime {
         Ok(buf)
     }
 
+    pub fn fill_zero(&mut self, buffer: &dyn Buffer) -> Result<()> {
+        let dst = downcast(&self.ctx, buffer, "fill")?;
+        let (b, bytes) = (dst.buffer, dst.bytes);
+        // SAFETY: `b` is a live buffer with TRANSFER_DST usage; size is a multiple of 4.
+        self.one_shot(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, b, 0, bytes, 0) })
+    }
+
     pub fn write(&mut self, buffer: &dyn Buffer, words: &[u32]) -> Result<()> {
         let dst = downcast(&self.ctx, buffer, "write")?;
         if words.len() != dst.words {
@@ -432,6 +439,14 @@ impl Runtime {
 
     pub fn launch(&mut self, desc: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
         let qname = desc.qualified_name();
+        if args.fields.iter().any(|f| f.tree.is_some()) {
+            return Err(mpm_core::Error::Unsupported {
+                backend: "vulkan",
+                what: format!(
+                    "sparse layouts (pointer / bitmasked levels) yet, used by kernel `{qname}`"
+                ),
+            });
+        }
         let kernel = self.traced(desc, &qname)?;
         let bad = |m: String| backend_err(format!("kernel `{qname}`: {m}"));
         if args.fields.len() != kernel.fields.len() {

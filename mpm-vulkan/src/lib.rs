@@ -189,6 +189,10 @@ impl Backend for VulkanBackend {
         self.lock()?.read(buffer)
     }
 
+    fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()> {
+        self.lock()?.fill_zero(buffer)
+    }
+
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
         self.lock()?.launch(kernel, args)
     }

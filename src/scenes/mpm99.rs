@@ -7,7 +7,9 @@
 
 use mpm_core::glam::{IVec2, Mat2, Vec2};
 use mpm_core::rng::rand_f32;
-use mpm_core::{func, kernel, BackendRef, Field, Result};
+use std::sync::Arc;
+
+use mpm_core::{func, kernel, BackendRef, Field, Layout, Result, Tree};
 
 /// Material ids of the scene.
 pub const WATER: i32 = 0;
@@ -79,7 +81,8 @@ pub fn substep(
     lambda_0: f32,
     gravity: f32,
 ) {
-    for cell in grid_m.indices() {
+    // On a sparse grid only active cells are cleared (the step starts by deactivating all).
+    for cell in grid_m.active() {
         grid_v[cell] = Vec2::ZERO;
         grid_m[cell] = 0.0;
     }
@@ -133,7 +136,7 @@ pub fn substep(
             }
         }
     }
-    for cell in grid_m.indices() {
+    for cell in grid_m.active() {
         let m = grid_m[cell];
         if m > 0.0 {
             let mut gv = grid_v[cell] / m;
@@ -187,6 +190,18 @@ pub struct Mpm99 {
     pub material: Field<i32>,
     pub grid_v: Field<Vec2, 2>,
     pub grid_m: Field<f32, 2>,
+    /// The grid's layout tree when it is sparse.
+    pub grid: Option<Arc<Tree<2>>>,
+}
+
+/// How the background grid is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridLayout {
+    Dense,
+    /// pointer [32 x 32] -> dense [4 x 4]
+    PointerDense,
+    /// pointer [32 x 32] -> bitmasked [4 x 4]
+    PointerBitmasked,
 }
 
 /// Particle count of the scene.
@@ -195,6 +210,11 @@ pub const PARTICLES: usize = 9000;
 impl Mpm99 {
     /// The initial state (Taichi's `reset()`), with positions from the counter-based RNG.
     pub fn new(backend: &BackendRef, seed: u32) -> Result<Self> {
+        Self::with_grid(backend, seed, GridLayout::Dense)
+    }
+
+    /// The initial state with the grid stored as `layout`.
+    pub fn with_grid(backend: &BackendRef, seed: u32, layout: GridLayout) -> Result<Self> {
         let params = Params::mpm99();
         let n = PARTICLES;
         let group = n / 3;
@@ -213,6 +233,27 @@ impl Mpm99 {
             material.push((i / group) as i32);
         }
         let g = params.n_grid as u32;
+        let tree = match layout {
+            GridLayout::Dense => None,
+            GridLayout::PointerDense => Some(Tree::new(
+                backend,
+                Layout::root()
+                    .pointer([g / 4, g / 4])
+                    .dense([4, 4])
+                    .reserve(512),
+            )?),
+            GridLayout::PointerBitmasked => Some(Tree::new(
+                backend,
+                Layout::root()
+                    .pointer([g / 4, g / 4])
+                    .bitmasked([4, 4])
+                    .reserve(512),
+            )?),
+        };
+        let (grid_v, grid_m) = match &tree {
+            Some(t) => (Field::place(t)?, Field::place(t)?),
+            None => (Field::new(backend, [g, g])?, Field::new(backend, [g, g])?),
+        };
         Ok(Mpm99 {
             params,
             x: Field::from_slice(backend, [n as u32], &x)?,
@@ -221,14 +262,18 @@ impl Mpm99 {
             f: Field::from_slice(backend, [n as u32], &vec![Mat2::IDENTITY; n])?,
             jp: Field::from_slice(backend, [n as u32], &vec![1.0; n])?,
             material: Field::from_slice(backend, [n as u32], &material)?,
-            grid_v: Field::new(backend, [g, g])?,
-            grid_m: Field::new(backend, [g, g])?,
+            grid_v,
+            grid_m,
+            grid: tree,
         })
     }
 
     /// Advances one substep of `params.dt`.
     pub fn substep(&mut self) -> Result<()> {
         let p = self.params;
+        if let Some(tree) = &self.grid {
+            tree.deactivate_all()?;
+        }
         substep(
             &mut self.x,
             &mut self.v,

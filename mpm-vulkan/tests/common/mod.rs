@@ -142,6 +142,7 @@ pub fn run(
             .map(|(b, s)| FieldArg {
                 buffer: &***b,
                 shape: s,
+                tree: None,
             })
             .collect(),
         scalars,

@@ -1,0 +1,318 @@
+//! Layout trees (Taichi's SNodes): how the cells of a field are stored.
+//!
+//! A layout is a chain of levels from the root; each level splits a block into a grid of
+//! cells, and every cell of a level holds one block of the next level. The cells of the last
+//! level are the field's elements.
+//!
+//! * `dense`: children always exist;
+//! * `bitmasked`: children exist, with one activity bit per cell;
+//! * `pointer`: a slot per cell, empty until a write allocates the child block from a pool.
+//!
+//! [`Structure`] computes, once for both backends, where everything lives in the tree's
+//! structure buffer of 32-bit words, so the CPU backend and the generated GLSL walk exactly
+//! the same data.
+
+use crate::error::{Error, Result};
+
+/// The kind of one level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LevelKind {
+    Dense,
+    Pointer,
+    Bitmasked,
+}
+
+/// One level of a layout: its kind and the cells per block along each axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Level {
+    pub kind: LevelKind,
+    /// Cells per block along each axis (unused axes are 1).
+    pub shape: [u32; 3],
+}
+
+impl Level {
+    /// Cells per block.
+    pub fn cells(&self) -> u32 {
+        self.shape.iter().product()
+    }
+}
+
+/// A layout of `D` dimensions, built from the root down.
+///
+/// ```
+/// use mpm_core::layout::Layout;
+/// let grid = Layout::<3>::root().pointer([64, 64, 64]).bitmasked([4, 4, 4]);
+/// assert_eq!(grid.shape(), [256, 256, 256]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Layout<const D: usize> {
+    levels: Vec<Level>,
+    /// Blocks reserved below each pointer level, when given.
+    reserve: Option<u32>,
+}
+
+impl<const D: usize> Layout<D> {
+    /// An empty layout; add levels with [`dense`](Self::dense), [`pointer`](Self::pointer)
+    /// and [`bitmasked`](Self::bitmasked).
+    pub fn root() -> Self {
+        const { assert!(D >= 1 && D <= 3, "sparse layouts have 1 to 3 dimensions") };
+        Layout {
+            levels: Vec::new(),
+            reserve: None,
+        }
+    }
+
+    fn level(mut self, kind: LevelKind, shape: [u32; D]) -> Self {
+        let mut s = [1u32; 3];
+        s[..D].copy_from_slice(&shape);
+        self.levels.push(Level { kind, shape: s });
+        self
+    }
+
+    pub fn dense(self, shape: [u32; D]) -> Self {
+        self.level(LevelKind::Dense, shape)
+    }
+
+    pub fn pointer(self, shape: [u32; D]) -> Self {
+        self.level(LevelKind::Pointer, shape)
+    }
+
+    pub fn bitmasked(self, shape: [u32; D]) -> Self {
+        self.level(LevelKind::Bitmasked, shape)
+    }
+
+    /// Reserves room for `blocks` child blocks below every pointer level (the default is
+    /// an eighth of the blocks the level could address, at least 64).
+    pub fn reserve(mut self, blocks: u32) -> Self {
+        self.reserve = Some(blocks);
+        self
+    }
+
+    pub fn levels(&self) -> &[Level] {
+        &self.levels
+    }
+
+    /// The index space: per axis, the product of the levels' shapes.
+    pub fn shape(&self) -> [u32; D] {
+        let mut out = [1u32; D];
+        for l in &self.levels {
+            for (o, s) in out.iter_mut().zip(l.shape) {
+                *o *= s;
+            }
+        }
+        out
+    }
+
+    /// Computes the storage plan.
+    pub fn structure(&self) -> Result<Structure> {
+        Structure::new(D as u32, &self.levels, self.reserve)
+    }
+}
+
+/// Where the parts of one level live in the structure buffer (offsets in words).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LevelPlan {
+    pub level: Level,
+    /// Blocks this level can hold.
+    pub capacity: u32,
+    /// Per axis: how many elements one cell of this level spans.
+    pub stride: [u32; 3],
+    /// `Pointer`: the slot table (`capacity * cells` words, `EMPTY` when unallocated).
+    /// `Bitmasked`: the activity bits (`ceil(capacity * cells / 32)` words).
+    pub table: u32,
+    /// `Pointer` only: the pool of the child level.
+    pub pool: Option<PoolPlan>,
+}
+
+/// The allocator of the blocks below one pointer level.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PoolPlan {
+    /// Child blocks available.
+    pub capacity: u32,
+    /// Word: blocks handed out from the never-used range so far.
+    pub counter: u32,
+    /// Word: entries of `free` usable in this launch.
+    pub free_len: u32,
+    /// Word: entries of `free` taken so far in this launch (may exceed `free_len`).
+    pub free_taken: u32,
+    /// Word: entries of `returned` so far.
+    pub returned_len: u32,
+    /// `capacity` words: recycled block indices.
+    pub free: u32,
+    /// `capacity` words: blocks given back during a launch (lost allocation races, freed
+    /// blocks), recycled by [`Structure::recycle`] after it.
+    pub returned: u32,
+    /// `capacity` words: for each child block, the slot that points at it (`EMPTY` if free).
+    pub owner: u32,
+}
+
+/// Deactivation requests, applied when a launch ends.
+///
+/// `deactivate(f, i)` acts on the deepest sparse level above `i` (its bit, or its pointer
+/// slot); the request is queued here and applied after the launch, when nothing else writes
+/// the unit, so that the unit's data can be cleared for every field on the tree.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DeactivationPlan {
+    /// The deepest pointer or bitmasked level.
+    pub level: u32,
+    /// Cells of that level that can be queued (its table length, or for a pointer level the
+    /// blocks of its pool).
+    pub capacity: u32,
+    /// Word: entries queued.
+    pub len: u32,
+    /// `capacity` words: the queued cells (index into the level's table).
+    pub queue: u32,
+    /// Bits marking queued cells, one per cell of the level's table.
+    pub queued: u32,
+}
+
+/// The storage plan of a layout, shared by both backends.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Structure {
+    pub dims: u32,
+    pub levels: Vec<LevelPlan>,
+    /// Elements one field placed on the tree stores (leaf capacity times leaf cells).
+    pub elements: u64,
+    /// `None` for an all-dense layout.
+    pub deactivation: Option<DeactivationPlan>,
+    /// Words of the structure buffer.
+    pub words: u32,
+}
+
+/// An unallocated pointer slot (and a free block's owner).
+pub const EMPTY: u32 = u32::MAX;
+/// Word 0 of the structure buffer: set to 1 + the pointer level whose pool ran out.
+pub const STATUS: u32 = 0;
+
+impl Structure {
+    fn new(dims: u32, levels: &[Level], reserve: Option<u32>) -> Result<Self> {
+        let bad = |m: String| Err(Error::Layout(m));
+        if levels.is_empty() {
+            return bad("a layout needs at least one level".into());
+        }
+        if levels.iter().any(|l| l.shape.contains(&0)) {
+            return bad("every level needs at least one cell per axis".into());
+        }
+        if levels.last().is_some_and(|l| l.kind == LevelKind::Pointer) {
+            return bad("the last level holds the elements: make it dense or bitmasked".into());
+        }
+        // Elements spanned by one cell of each level, per axis.
+        let mut strides = vec![[1u32; 3]; levels.len()];
+        for k in (0..levels.len() - 1).rev() {
+            let below = strides[k + 1];
+            for (a, s) in strides[k].iter_mut().enumerate() {
+                *s = below[a]
+                    .checked_mul(levels[k + 1].shape[a])
+                    .ok_or_else(too_big)?;
+            }
+        }
+        let mut words: u64 = 1; // STATUS
+        let mut plans = Vec::new();
+        let mut capacity: u64 = 1;
+        for (k, l) in levels.iter().enumerate() {
+            let cells = capacity * l.cells() as u64;
+            let table = words;
+            let mut pool = None;
+            let child_capacity = match l.kind {
+                LevelKind::Dense => cells,
+                LevelKind::Bitmasked => {
+                    words += cells.div_ceil(32);
+                    cells
+                }
+                LevelKind::Pointer => {
+                    words += cells;
+                    let default = (cells / 8).max(64).min(cells);
+                    let cap = reserve.map_or(default, |r| (r as u64).clamp(1, cells));
+                    if k + 1 < levels.len() {
+                        let c = u32::try_from(cap).map_err(|_| too_big())?;
+                        let base = words;
+                        pool = Some(PoolPlan {
+                            capacity: c,
+                            counter: base as u32,
+                            free_len: base as u32 + 1,
+                            free_taken: base as u32 + 2,
+                            returned_len: base as u32 + 3,
+                            free: base as u32 + 4,
+                            returned: (base + 4 + cap) as u32,
+                            owner: (base + 4 + 2 * cap) as u32,
+                        });
+                        words += 4 + 3 * cap;
+                    }
+                    cap
+                }
+            };
+            plans.push(LevelPlan {
+                level: *l,
+                capacity: u32::try_from(capacity).map_err(|_| too_big())?,
+                stride: strides[k],
+                table: table as u32,
+                pool,
+            });
+            if words > u32::MAX as u64 / 2 {
+                return Err(too_big());
+            }
+            capacity = child_capacity;
+        }
+        let leaf = plans
+            .last()
+            .map(|p| p.capacity as u64 * p.level.cells() as u64)
+            .unwrap_or(0);
+        let deactivation = plans
+            .iter()
+            .rposition(|p| p.level.kind != LevelKind::Dense)
+            .map(|k| {
+                let p = &plans[k];
+                let cells = p.capacity as u64 * p.level.cells() as u64;
+                let capacity = match &p.pool {
+                    Some(pool) => pool.capacity as u64,
+                    None => cells,
+                };
+                let plan = DeactivationPlan {
+                    level: k as u32,
+                    capacity: capacity as u32,
+                    len: words as u32,
+                    queue: words as u32 + 1,
+                    queued: (words + 1 + capacity) as u32,
+                };
+                words += 1 + capacity + cells.div_ceil(32);
+                plan
+            });
+        if words > u32::MAX as u64 / 2 {
+            return Err(too_big());
+        }
+        Ok(Structure {
+            dims,
+            levels: plans,
+            elements: leaf,
+            deactivation,
+            words: words as u32,
+        })
+    }
+
+    /// The initial contents of the structure buffer: everything empty.
+    pub fn initial_words(&self) -> Vec<u32> {
+        let mut w = vec![0u32; self.words as usize];
+        for p in &self.levels {
+            if p.level.kind == LevelKind::Pointer {
+                let n = p.capacity as usize * p.level.cells() as usize;
+                w[p.table as usize..p.table as usize + n].fill(EMPTY);
+            }
+            if let Some(pool) = &p.pool {
+                let o = pool.owner as usize;
+                w[o..o + pool.capacity as usize].fill(EMPTY);
+            }
+        }
+        w
+    }
+
+    /// Bytes of the structure buffer.
+    pub fn bytes(&self) -> u64 {
+        self.words as u64 * 4
+    }
+}
+
+fn too_big() -> Error {
+    Error::Layout(
+        "the layout addresses more than 2^31 words of structure; use more pointer levels".into(),
+    )
+}

@@ -1,0 +1,328 @@
+//! The sparse-layout algorithms on host memory: walking, activation, deactivation and the
+//! bookkeeping after each launch. The Vulkan backend's GLSL implements the same steps over
+//! the same words (see [`crate::layout::Structure`]).
+//!
+//! Activation never waits on another invocation: a writer that finds an empty pointer slot
+//! takes a block from the pool, then installs it with one compare-and-swap; a loser of that
+//! race uses the winner's block and gives its own back (it is still zero). Given-back and
+//! freed blocks return to the free list after the launch, in [`Sparse::maintain`].
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use crate::layout::{LevelKind, Structure, EMPTY, STATUS};
+
+/// A tree's structure words with their plan.
+#[derive(Clone, Copy)]
+pub struct Sparse<'a> {
+    pub plan: &'a Structure,
+    pub words: &'a [AtomicU32],
+}
+
+/// The words of one field placed on a tree, for clearing deactivated units.
+pub struct FieldWords<'a> {
+    pub words: &'a [AtomicU32],
+    pub per_element: usize,
+}
+
+impl<'a> Sparse<'a> {
+    fn w(&self, i: u32) -> &AtomicU32 {
+        &self.words[i as usize]
+    }
+
+    /// The cell index of `c` inside `block` at level `k`.
+    #[inline]
+    fn cell(&self, k: usize, block: u32, c: [u32; 3]) -> u32 {
+        let p = &self.plan.levels[k];
+        let mut local = 0;
+        for ((x, stride), shape) in c.iter().zip(p.stride).zip(p.level.shape) {
+            local = local * shape + (x / stride) % shape;
+        }
+        block * p.level.cells() + local
+    }
+
+    #[inline]
+    fn bit(&self, table: u32, cell: u32) -> bool {
+        self.w(table + cell / 32).load(Relaxed) & (1 << (cell % 32)) != 0
+    }
+
+    /// The element index of in-range coordinates `c`, activating the path when `activate`;
+    /// `None` when the element is inactive (or its pool is full, which sets the status).
+    #[inline]
+    pub fn locate(&self, c: [u32; 3], activate: bool) -> Option<u64> {
+        let last = self.plan.levels.len() - 1;
+        let mut block = 0u32;
+        for (k, p) in self.plan.levels.iter().enumerate() {
+            let cell = self.cell(k, block, c);
+            match p.level.kind {
+                LevelKind::Dense => {}
+                LevelKind::Bitmasked => {
+                    if !self.bit(p.table, cell) {
+                        if !activate {
+                            return None;
+                        }
+                        self.w(p.table + cell / 32)
+                            .fetch_or(1 << (cell % 32), Relaxed);
+                    }
+                }
+                LevelKind::Pointer => {
+                    let slot = p.table + cell;
+                    let child = self.w(slot).load(Relaxed);
+                    block = if child != EMPTY {
+                        child
+                    } else if activate {
+                        self.allocate(k, cell)?
+                    } else {
+                        return None;
+                    };
+                    continue;
+                }
+            }
+            if k == last {
+                return Some(cell as u64);
+            }
+            block = cell;
+        }
+        None
+    }
+
+    /// Installs a fresh child block in pointer slot `cell` of level `k`.
+    fn allocate(&self, k: usize, cell: u32) -> Option<u32> {
+        let p = &self.plan.levels[k];
+        let pool = p.pool.as_ref()?;
+        let taken = self.w(pool.free_taken).fetch_add(1, Relaxed);
+        let candidate = if taken < self.w(pool.free_len).load(Relaxed) {
+            self.w(pool.free + taken).load(Relaxed)
+        } else {
+            let fresh = self.w(pool.counter).fetch_add(1, Relaxed);
+            if fresh >= pool.capacity {
+                let _ = self
+                    .w(STATUS)
+                    .compare_exchange(0, k as u32 + 1, Relaxed, Relaxed);
+                return None;
+            }
+            fresh
+        };
+        match self
+            .w(p.table + cell)
+            .compare_exchange(EMPTY, candidate, Relaxed, Relaxed)
+        {
+            Ok(_) => {
+                self.w(pool.owner + candidate)
+                    .store(p.table + cell, Relaxed);
+                Some(candidate)
+            }
+            Err(winner) => {
+                let r = self.w(pool.returned_len).fetch_add(1, Relaxed);
+                self.w(pool.returned + r).store(candidate, Relaxed);
+                Some(winner)
+            }
+        }
+    }
+
+    /// Queues the deepest sparse cell above `c` for deactivation at the end of the launch.
+    pub fn deactivate(&self, c: [u32; 3]) {
+        let Some(plan) = &self.plan.deactivation else {
+            return;
+        };
+        let mut block = 0u32;
+        for (k, p) in self.plan.levels.iter().enumerate() {
+            let cell = self.cell(k, block, c);
+            if k as u32 == plan.level {
+                let active = match p.level.kind {
+                    LevelKind::Bitmasked => self.bit(p.table, cell),
+                    _ => self.w(p.table + cell).load(Relaxed) != EMPTY,
+                };
+                let mark = 1 << (cell % 32);
+                if active && self.w(plan.queued + cell / 32).fetch_or(mark, Relaxed) & mark == 0 {
+                    let r = self.w(plan.len).fetch_add(1, Relaxed);
+                    if r < plan.capacity {
+                        self.w(plan.queue + r).store(cell, Relaxed);
+                    }
+                }
+                return;
+            }
+            match p.level.kind {
+                LevelKind::Dense => block = cell,
+                LevelKind::Bitmasked => {
+                    if !self.bit(p.table, cell) {
+                        return;
+                    }
+                    block = cell;
+                }
+                LevelKind::Pointer => {
+                    block = self.w(p.table + cell).load(Relaxed);
+                    if block == EMPTY {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The coordinates of leaf element `e` when it is active (for `active()` loops).
+    pub fn element_coords(&self, e: u64) -> Option<[u32; 3]> {
+        let mut coords = [0u32; 3];
+        let mut cell = u32::try_from(e).ok()?;
+        for k in (0..self.plan.levels.len()).rev() {
+            let p = &self.plan.levels[k];
+            if p.level.kind == LevelKind::Bitmasked && !self.bit(p.table, cell) {
+                return None;
+            }
+            let cells = p.level.cells();
+            let (block, mut local) = (cell / cells, cell % cells);
+            for a in (0..3).rev() {
+                coords[a] += (local % p.level.shape[a]) * p.stride[a];
+                local /= p.level.shape[a];
+            }
+            if k == 0 {
+                return (block == 0).then_some(coords);
+            }
+            let parent = &self.plan.levels[k - 1];
+            cell = match &parent.pool {
+                Some(pool) => {
+                    let slot = self.w(pool.owner + block).load(Relaxed);
+                    if slot == EMPTY {
+                        return None;
+                    }
+                    slot - parent.table
+                }
+                None => block,
+            };
+        }
+        None
+    }
+
+    /// After a launch: applies queued deactivations (clearing the units' data in every field
+    /// of the tree), recycles given-back blocks, and reports a pool that ran out (its level).
+    pub fn maintain(&self, fields: &[FieldWords<'_>]) -> Result<(), (u32, u32)> {
+        if let Some(plan) = &self.plan.deactivation {
+            let k = plan.level as usize;
+            let p = &self.plan.levels[k];
+            // Elements below one cell of level k (all levels below are dense or bitmasked).
+            let below: Vec<u64> = self.plan.levels[k + 1..]
+                .iter()
+                .scan(1u64, |acc, l| {
+                    *acc *= l.level.cells() as u64;
+                    Some(*acc)
+                })
+                .collect();
+            let unit = below.last().copied().unwrap_or(1);
+            let n = self.w(plan.len).load(Relaxed).min(plan.capacity);
+            for r in 0..n {
+                let cell = self.w(plan.queue + r).load(Relaxed);
+                self.w(plan.queued + cell / 32)
+                    .fetch_and(!(1 << (cell % 32)), Relaxed);
+                let first = match p.level.kind {
+                    LevelKind::Bitmasked => {
+                        self.w(p.table + cell / 32)
+                            .fetch_and(!(1 << (cell % 32)), Relaxed);
+                        cell as u64
+                    }
+                    _ => {
+                        let block = self.w(p.table + cell).swap(EMPTY, Relaxed);
+                        if block == EMPTY {
+                            continue;
+                        }
+                        let pool = p
+                            .pool
+                            .as_ref()
+                            .expect("a pointer level below another has a pool");
+                        self.w(pool.owner + block).store(EMPTY, Relaxed);
+                        let back = self.w(pool.returned_len).fetch_add(1, Relaxed);
+                        self.w(pool.returned + back).store(block, Relaxed);
+                        block as u64
+                    }
+                };
+                // Clear the unit's bits in the levels below, then its elements.
+                for (j, l) in self.plan.levels[k + 1..].iter().enumerate() {
+                    if l.level.kind == LevelKind::Bitmasked {
+                        let span = below[j];
+                        for bit in first * span..(first + 1) * span {
+                            self.w(l.table + (bit / 32) as u32)
+                                .fetch_and(!(1 << (bit % 32)), Relaxed);
+                        }
+                    }
+                }
+                for f in fields {
+                    let start = (first * unit) as usize * f.per_element;
+                    let end = start + unit as usize * f.per_element;
+                    f.words[start..end].iter().for_each(|w| w.store(0, Relaxed));
+                }
+            }
+            self.w(plan.len).store(0, Relaxed);
+        }
+        for p in &self.plan.levels {
+            let Some(pool) = &p.pool else { continue };
+            let len = self.w(pool.free_len).load(Relaxed);
+            let taken = self.w(pool.free_taken).load(Relaxed).min(len);
+            let mut out = 0;
+            for i in taken..len {
+                let b = self.w(pool.free + i).load(Relaxed);
+                self.w(pool.free + out).store(b, Relaxed);
+                out += 1;
+            }
+            let returned = self.w(pool.returned_len).load(Relaxed);
+            for i in 0..returned {
+                let b = self.w(pool.returned + i).load(Relaxed);
+                self.w(pool.free + out).store(b, Relaxed);
+                out += 1;
+            }
+            self.w(pool.free_len).store(out, Relaxed);
+            self.w(pool.free_taken).store(0, Relaxed);
+            self.w(pool.returned_len).store(0, Relaxed);
+            let counter = self.w(pool.counter).load(Relaxed).min(pool.capacity);
+            self.w(pool.counter).store(counter, Relaxed);
+        }
+        match self.w(STATUS).swap(0, Relaxed) {
+            0 => Ok(()),
+            level => {
+                let capacity = self.plan.levels[level as usize - 1]
+                    .pool
+                    .as_ref()
+                    .map_or(0, |p| p.capacity);
+                Err((level - 1, capacity))
+            }
+        }
+    }
+
+    /// Blocks of each level in use: 1 at the root, the allocated ones below a pointer level,
+    /// all children of used blocks below a dense or bitmasked level.
+    fn blocks_in_use(&self) -> Vec<u64> {
+        let mut used = vec![1u64];
+        for p in &self.plan.levels[..self.plan.levels.len() - 1] {
+            let last = *used.last().unwrap_or(&1);
+            used.push(match &p.pool {
+                Some(pool) => {
+                    let counter = self.w(pool.counter).load(Relaxed).min(pool.capacity);
+                    counter.saturating_sub(self.w(pool.free_len).load(Relaxed)) as u64
+                }
+                None => last * p.level.cells() as u64,
+            });
+        }
+        used
+    }
+
+    /// Words of pointer tables and activity bits that belong to blocks in use.
+    pub fn table_words_in_use(&self) -> u64 {
+        self.plan
+            .levels
+            .iter()
+            .zip(self.blocks_in_use())
+            .map(|(p, blocks)| match p.level.kind {
+                LevelKind::Dense => 0,
+                LevelKind::Pointer => blocks * p.level.cells() as u64,
+                LevelKind::Bitmasked => (blocks * p.level.cells() as u64).div_ceil(32),
+            })
+            .sum()
+    }
+
+    /// Leaf elements in blocks currently allocated (all of them without pointer levels).
+    pub fn elements_in_use(&self) -> u64 {
+        let leaf = self
+            .plan
+            .levels
+            .last()
+            .map_or(1, |p| p.level.cells() as u64);
+        self.blocks_in_use().last().copied().unwrap_or(1) * leaf
+    }
+}

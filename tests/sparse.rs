@@ -1,0 +1,557 @@
+//! Sparse layouts against a reference model: random activation / write / add / read /
+//! deactivate sequences give the same activity and values as a plain HashMap, for every kind
+//! of tree, in 1, 2 and 3 dimensions.
+//!
+//! Activity is per *unit*: the cell of the deepest pointer or bitmasked level (all elements
+//! below it are dense). Writing activates the unit; reading an inactive one gives zero;
+//! `deactivate` clears the unit (its data too) when the launch ends.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use mpm::core::layout::{Layout, LevelKind};
+use mpm::glam::{IVec2, IVec3};
+use mpm::{backend, kernel, BackendRef, Error, Field, Tree};
+use proptest::prelude::*;
+
+#[kernel]
+fn write2(f: &mut Field<f32, 2>, idx: &Field<IVec2>, val: &Field<f32>) {
+    for k in idx.indices() {
+        f[idx[k]] = val[k];
+    }
+}
+
+#[kernel]
+fn add2(f: &mut Field<f32, 2>, idx: &Field<IVec2>, val: &Field<f32>) {
+    for k in idx.indices() {
+        f[idx[k]] += val[k];
+    }
+}
+
+#[kernel]
+fn activate2(f: &mut Field<f32, 2>, idx: &Field<IVec2>) {
+    for k in idx.indices() {
+        activate(f, idx[k]);
+    }
+}
+
+#[kernel]
+fn deactivate2(f: &mut Field<f32, 2>, idx: &Field<IVec2>) {
+    for k in idx.indices() {
+        deactivate(f, idx[k]);
+    }
+}
+
+/// Activity and values of every cell, and what an `active()` loop visits.
+#[kernel]
+fn probe2(
+    f: &Field<f32, 2>,
+    active: &mut Field<i32, 2>,
+    value: &mut Field<f32, 2>,
+    visits: &mut Field<i32, 2>,
+) {
+    for c in active.indices() {
+        active[c] = select(is_active(f, c), 1, 0);
+        value[c] = f[c];
+        visits[c] = 0;
+    }
+    for c in f.active() {
+        visits[c] += 1;
+    }
+}
+
+#[kernel]
+fn write1(f: &mut Field<f32>, idx: &Field<i32>, val: &Field<f32>) {
+    for k in idx.indices() {
+        f[idx[k]] = val[k];
+    }
+}
+
+#[kernel]
+fn deactivate1(f: &mut Field<f32>, idx: &Field<i32>) {
+    for k in idx.indices() {
+        deactivate(f, idx[k]);
+    }
+}
+
+#[kernel]
+fn probe1(f: &Field<f32>, active: &mut Field<i32>, visits: &mut Field<i32>) {
+    for c in active.indices() {
+        active[c] = select(is_active(f, c as i32), 1, 0);
+        visits[c] = 0;
+    }
+    for c in f.active() {
+        visits[c] += 1;
+    }
+}
+
+#[kernel]
+fn add3(f: &mut Field<f32, 3>, idx: &Field<IVec3>, val: &Field<f32>) {
+    for k in idx.indices() {
+        f[idx[k]] += val[k];
+    }
+}
+
+#[kernel]
+fn deactivate3(f: &mut Field<f32, 3>, idx: &Field<IVec3>) {
+    for k in idx.indices() {
+        deactivate(f, idx[k]);
+    }
+}
+
+#[kernel]
+fn probe3(f: &Field<f32, 3>, active: &mut Field<i32, 3>, visits: &mut Field<i32, 3>) {
+    for c in active.indices() {
+        active[c] = select(is_active(f, c), 1, 0);
+        visits[c] = 0;
+    }
+    for c in f.active() {
+        visits[c] += 1;
+    }
+}
+
+/// The reference: active units and the values of written elements.
+struct Model<const D: usize> {
+    /// Elements per unit along each axis (None: all dense, always active).
+    unit: Option<[u32; D]>,
+    shape: [u32; D],
+    active: HashSet<[u32; D]>,
+    values: HashMap<[u32; D], f32>,
+}
+
+impl<const D: usize> Model<D> {
+    fn new(layout: &Layout<D>) -> Self {
+        let levels = layout.levels();
+        let unit = levels
+            .iter()
+            .rposition(|l| l.kind != LevelKind::Dense)
+            .map(|k| {
+                let mut u = [1u32; D];
+                for l in &levels[k + 1..] {
+                    for (u, s) in u.iter_mut().zip(l.shape) {
+                        *u *= s;
+                    }
+                }
+                u
+            });
+        Model {
+            unit,
+            shape: layout.shape(),
+            active: HashSet::new(),
+            values: HashMap::new(),
+        }
+    }
+    fn unit_of(&self, c: [u32; D]) -> [u32; D] {
+        let u = self.unit.unwrap_or([u32::MAX; D]);
+        std::array::from_fn(|a| c[a] / u[a])
+    }
+    fn is_active(&self, c: [u32; D]) -> bool {
+        self.unit.is_none() || self.active.contains(&self.unit_of(c))
+    }
+    fn write(&mut self, c: [u32; D], v: f32) {
+        self.active.insert(self.unit_of(c));
+        self.values.insert(c, v);
+    }
+    fn add(&mut self, c: [u32; D], v: f32) {
+        self.active.insert(self.unit_of(c));
+        *self.values.entry(c).or_insert(0.0) += v;
+    }
+    fn activate(&mut self, c: [u32; D]) {
+        self.active.insert(self.unit_of(c));
+    }
+    fn deactivate(&mut self, c: [u32; D]) {
+        if self.unit.is_none() {
+            return;
+        }
+        let u = self.unit_of(c);
+        self.active.remove(&u);
+        let unit_of = |c: &[u32; D]| self.unit_of(*c);
+        let keep: HashMap<[u32; D], f32> = self
+            .values
+            .iter()
+            .filter(|(k, _)| unit_of(k) != u)
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        self.values = keep;
+    }
+    fn clear(&mut self) {
+        self.active.clear();
+        self.values.clear();
+    }
+    fn value(&self, c: [u32; D]) -> f32 {
+        if self.is_active(c) {
+            self.values.get(&c).copied().unwrap_or(0.0)
+        } else {
+            0.0
+        }
+    }
+    /// Every coordinate, last axis fastest.
+    fn coords(&self) -> Vec<[u32; D]> {
+        let n: u32 = self.shape.iter().product();
+        (0..n)
+            .map(|mut lin| {
+                let mut c = [0u32; D];
+                for a in (0..D).rev() {
+                    c[a] = lin % self.shape[a];
+                    lin /= self.shape[a];
+                }
+                c
+            })
+            .collect()
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write(Vec<(u32, u32, f32)>),
+    Add(Vec<(u32, u32, f32)>),
+    Activate(Vec<(u32, u32)>),
+    Deactivate(Vec<(u32, u32)>),
+    DeactivateAll,
+}
+
+fn op(n: u32) -> impl Strategy<Value = Op> {
+    let cell = (0..n, 0..n);
+    prop_oneof![
+        3 => prop::collection::vec((0..n, 0..n, -8i32..8), 1..12)
+            .prop_map(|v| Op::Write(v.into_iter().map(|(x, y, a)| (x, y, a as f32 * 0.5)).collect())),
+        3 => prop::collection::vec((0..n, 0..n, -8i32..8), 1..40)
+            .prop_map(|v| Op::Add(v.into_iter().map(|(x, y, a)| (x, y, a as f32 * 0.25)).collect())),
+        1 => prop::collection::vec(cell.clone(), 1..6).prop_map(Op::Activate),
+        2 => prop::collection::vec(cell, 1..6).prop_map(Op::Deactivate),
+        1 => Just(Op::DeactivateAll),
+    ]
+}
+
+fn layouts_2d() -> Vec<Layout<2>> {
+    vec![
+        Layout::root().dense([16, 16]),
+        Layout::root().bitmasked([16, 16]),
+        Layout::root().pointer([4, 4]).dense([4, 4]),
+        Layout::root()
+            .pointer([4, 4])
+            .bitmasked([2, 2])
+            .dense([2, 2]),
+        Layout::root().pointer([2, 2]).pointer([2, 2]).dense([4, 4]),
+        Layout::root()
+            .dense([2, 2])
+            .pointer([2, 4])
+            .bitmasked([4, 2]),
+    ]
+}
+
+fn check_2d(be: &BackendRef, layout: &Layout<2>, ops: &[Op]) -> Result<(), Error> {
+    let tree = Tree::new(be, layout.clone())?;
+    let mut f = Field::<f32, 2>::place(&tree)?;
+    let shape = tree.shape();
+    let mut model = Model::<2>::new(layout);
+    let mut active = Field::<i32, 2>::new(be, shape)?;
+    let mut value = Field::<f32, 2>::new(be, shape)?;
+    let mut visits = Field::<i32, 2>::new(be, shape)?;
+    for op in ops {
+        match op {
+            Op::Write(list) => {
+                // Distinct cells: several writes of one cell in a launch race.
+                let mut seen = HashSet::new();
+                let list: Vec<_> = list
+                    .iter()
+                    .filter(|(x, y, _)| seen.insert((*x, *y)))
+                    .collect();
+                let idx: Vec<IVec2> = list
+                    .iter()
+                    .map(|(x, y, _)| IVec2::new(*x as i32, *y as i32))
+                    .collect();
+                let val: Vec<f32> = list.iter().map(|t| t.2).collect();
+                write2(
+                    &mut f,
+                    &Field::from_slice(be, [idx.len() as u32], &idx)?,
+                    &Field::from_slice(be, [val.len() as u32], &val)?,
+                )?;
+                list.iter().for_each(|(x, y, v)| model.write([*x, *y], *v));
+            }
+            Op::Add(list) => {
+                let idx: Vec<IVec2> = list
+                    .iter()
+                    .map(|(x, y, _)| IVec2::new(*x as i32, *y as i32))
+                    .collect();
+                let val: Vec<f32> = list.iter().map(|t| t.2).collect();
+                add2(
+                    &mut f,
+                    &Field::from_slice(be, [idx.len() as u32], &idx)?,
+                    &Field::from_slice(be, [val.len() as u32], &val)?,
+                )?;
+                list.iter().for_each(|(x, y, v)| model.add([*x, *y], *v));
+            }
+            Op::Activate(list) => {
+                let idx: Vec<IVec2> = list
+                    .iter()
+                    .map(|(x, y)| IVec2::new(*x as i32, *y as i32))
+                    .collect();
+                activate2(&mut f, &Field::from_slice(be, [idx.len() as u32], &idx)?)?;
+                list.iter().for_each(|(x, y)| model.activate([*x, *y]));
+            }
+            Op::Deactivate(list) => {
+                let idx: Vec<IVec2> = list
+                    .iter()
+                    .map(|(x, y)| IVec2::new(*x as i32, *y as i32))
+                    .collect();
+                deactivate2(&mut f, &Field::from_slice(be, [idx.len() as u32], &idx)?)?;
+                list.iter().for_each(|(x, y)| model.deactivate([*x, *y]));
+            }
+            Op::DeactivateAll => {
+                tree.deactivate_all()?;
+                model.clear();
+            }
+        }
+        probe2(&f, &mut active, &mut value, &mut visits)?;
+        let (a, v, n, dense) = (
+            active.download()?,
+            value.download()?,
+            visits.download()?,
+            f.download()?,
+        );
+        for (k, c) in model.coords().into_iter().enumerate() {
+            let want_active = model.is_active(c) as i32;
+            assert_eq!(
+                a[k], want_active,
+                "{layout:?}: activity of {c:?} after {op:?}"
+            );
+            assert_eq!(
+                n[k], want_active,
+                "{layout:?}: active() visits of {c:?} after {op:?}"
+            );
+            // Values are sums of quarters and halves: exact in f32.
+            assert_eq!(
+                v[k],
+                model.value(c),
+                "{layout:?}: value of {c:?} after {op:?}"
+            );
+            assert_eq!(
+                dense[k],
+                model.value(c),
+                "{layout:?}: downloaded value of {c:?} after {op:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn sparse_2d_matches_hashmap_model(ops in prop::collection::vec(op(16), 1..10)) {
+        let be = backend::cpu();
+        for layout in layouts_2d() {
+            check_2d(&be, &layout, &ops).expect("kernels run");
+        }
+    }
+}
+
+#[test]
+fn sparse_1d_and_3d_match_the_model() {
+    let be = backend::cpu();
+    // 1-D: pointer -> bitmasked; write, then deactivate one unit.
+    let layout = Layout::<1>::root().pointer([8]).bitmasked([4]).dense([2]);
+    let tree = Tree::new(&be, layout.clone()).unwrap();
+    let mut f = Field::<f32>::place(&tree).unwrap();
+    let mut model = Model::<1>::new(&layout);
+    let idx = [1, 9, 10, 33, 63];
+    write1(
+        &mut f,
+        &Field::from_slice(&be, [5], &idx).unwrap(),
+        &Field::from_slice(&be, [5], &[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap(),
+    )
+    .unwrap();
+    for (i, v) in idx.iter().zip([1.0, 2.0, 3.0, 4.0, 5.0]) {
+        model.write([*i as u32], v);
+    }
+    deactivate1(&mut f, &Field::from_slice(&be, [1], &[9]).unwrap()).unwrap();
+    model.deactivate([9]);
+    let mut active = Field::<i32>::new(&be, [64]).unwrap();
+    let mut visits = Field::<i32>::new(&be, [64]).unwrap();
+    probe1(&f, &mut active, &mut visits).unwrap();
+    let (a, n, v) = (
+        active.download().unwrap(),
+        visits.download().unwrap(),
+        f.download().unwrap(),
+    );
+    for c in 0..64u32 {
+        assert_eq!(
+            a[c as usize],
+            model.is_active([c]) as i32,
+            "1-D activity of {c}"
+        );
+        assert_eq!(
+            n[c as usize],
+            model.is_active([c]) as i32,
+            "1-D visits of {c}"
+        );
+        assert_eq!(v[c as usize], model.value([c]), "1-D value of {c}");
+    }
+
+    // 3-D: pointer -> pointer -> dense, contended adds.
+    let layout = Layout::<3>::root()
+        .pointer([2, 2, 2])
+        .pointer([2, 2, 2])
+        .dense([2, 2, 2]);
+    let tree = Tree::new(&be, layout.clone()).unwrap();
+    let mut f = Field::<f32, 3>::place(&tree).unwrap();
+    let mut model = Model::<3>::new(&layout);
+    let cells: Vec<IVec3> = (0..600)
+        .map(|k| IVec3::new(k % 3, (k / 3) % 5, (k * 7) % 8))
+        .collect();
+    add3(
+        &mut f,
+        &Field::from_slice(&be, [600], &cells).unwrap(),
+        &Field::from_slice(&be, [600], &vec![0.5; 600]).unwrap(),
+    )
+    .unwrap();
+    for c in &cells {
+        model.add([c.x as u32, c.y as u32, c.z as u32], 0.5);
+    }
+    deactivate3(
+        &mut f,
+        &Field::from_slice(&be, [1], &[IVec3::new(0, 0, 0)]).unwrap(),
+    )
+    .unwrap();
+    model.deactivate([0, 0, 0]);
+    let mut active = Field::<i32, 3>::new(&be, [8, 8, 8]).unwrap();
+    let mut visits = Field::<i32, 3>::new(&be, [8, 8, 8]).unwrap();
+    probe3(&f, &mut active, &mut visits).unwrap();
+    let (a, n, v) = (
+        active.download().unwrap(),
+        visits.download().unwrap(),
+        f.download().unwrap(),
+    );
+    for (k, c) in model.coords().into_iter().enumerate() {
+        assert_eq!(a[k], model.is_active(c) as i32, "3-D activity of {c:?}");
+        assert_eq!(n[k], model.is_active(c) as i32, "3-D visits of {c:?}");
+        assert_eq!(v[k], model.value(c), "3-D value of {c:?}");
+    }
+}
+
+#[test]
+fn full_pool_is_a_clear_error_and_blocks_are_reused() {
+    let be = backend::cpu();
+    // Room for two 4x4 blocks below the pointer level.
+    let tree = Tree::new(
+        &be,
+        Layout::<2>::root().pointer([4, 4]).dense([4, 4]).reserve(2),
+    )
+    .unwrap();
+    let mut f = Field::<f32, 2>::place(&tree).unwrap();
+    let cells = |v: &[(i32, i32)]| {
+        Field::from_slice(
+            &be,
+            [v.len() as u32],
+            &v.iter()
+                .map(|(x, y)| IVec2::new(*x, *y))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    };
+    let ones = |n: usize| Field::from_slice(&be, [n as u32], &vec![1.0f32; n]).unwrap();
+    write2(&mut f, &cells(&[(0, 0), (5, 5)]), &ones(2)).unwrap();
+    let err = write2(&mut f, &cells(&[(9, 9)]), &ones(1)).expect_err("a third block does not fit");
+    assert!(
+        matches!(
+            err,
+            Error::PoolExhausted {
+                capacity: 2,
+                level: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("Layout::reserve"), "{err}");
+    // Freed blocks come back: many rounds of activate / deactivate stay within two blocks.
+    tree.deactivate_all().unwrap();
+    for round in 0..50 {
+        let (x, y) = ((round * 4) % 16, (round * 8) % 16);
+        write2(&mut f, &cells(&[(x, y), ((x + 4) % 16, y)]), &ones(2)).unwrap();
+        deactivate2(&mut f, &cells(&[(x, y), ((x + 4) % 16, y)])).unwrap();
+    }
+    let m = tree.memory().unwrap();
+    assert!(m.in_use <= m.reserved, "{m:?}");
+    let _ = Arc::strong_count(&tree);
+}
+
+#[test]
+fn sparse_fields_use_memory_where_cells_are_active() {
+    let be = backend::cpu();
+    // 2048^3 virtual cells; a dense grid of mass and velocity would take 2048^3 * 16 bytes.
+    let layout = Layout::<3>::root()
+        .pointer([64, 64, 64])
+        .pointer([8, 8, 8])
+        .dense([4, 4, 4])
+        .reserve(4096);
+    let tree = Tree::new(&be, layout).unwrap();
+    assert_eq!(tree.shape(), [2048, 2048, 2048]);
+    let mut mass = Field::<f32, 3>::place(&tree).unwrap();
+    let _velocity = Field::<mpm::glam::Vec3, 3>::place(&tree).unwrap();
+    // A 40^3 blob of cells.
+    let cells: Vec<IVec3> = (0..40 * 40 * 40)
+        .map(|k| IVec3::new(1000 + k % 40, 1000 + (k / 40) % 40, 1000 + k / 1600))
+        .collect();
+    let n = cells.len() as u32;
+    add3(
+        &mut mass,
+        &Field::from_slice(&be, [n], &cells).unwrap(),
+        &Field::from_slice(&be, [n], &vec![1.0; n as usize]).unwrap(),
+    )
+    .unwrap();
+    let m = tree.memory().unwrap();
+    let dense = 2048u64.pow(3) * 16;
+    println!(
+        "sparse tree: {} MB reserved, {} MB in use; dense: {} GB",
+        m.reserved >> 20,
+        m.in_use >> 20,
+        dense >> 30
+    );
+    assert!(m.reserved < 100 << 20, "{m:?}");
+    // 10^3 to 11^3 blocks of 4^3 cells cover the blob, 16 bytes a cell, plus the pointer
+    // tables in use (the top one, 1 MiB, and one 2 KiB table per used middle block).
+    assert!(m.in_use >= 40 * 40 * 40 * 16 && m.in_use < 3 << 20, "{m:?}");
+}
+
+/// mpm99 on sparse grids gives bitwise the particles of the dense grid on the CPU. One thread,
+/// so that float atomics add in the same order for every layout.
+#[test]
+fn mpm99_on_sparse_grids_is_bitwise_the_dense_result() {
+    use mpm::scenes::mpm99::{GridLayout, Mpm99};
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("a thread pool");
+    let run = |layout| {
+        pool.install(|| {
+            let be = backend::cpu();
+            let mut sim = Mpm99::with_grid(&be, 3, layout).expect("scene");
+            for _ in 0..60 {
+                sim.substep().expect("substep");
+            }
+            (
+                sim.x.download().expect("x"),
+                sim.v.download().expect("v"),
+                sim.grid.as_ref().map(|t| t.memory().expect("memory")),
+            )
+        })
+    };
+    let (x_dense, v_dense, _) = run(GridLayout::Dense);
+    for layout in [GridLayout::PointerDense, GridLayout::PointerBitmasked] {
+        let (x, v, memory) = run(layout);
+        let same = x
+            .iter()
+            .zip(&x_dense)
+            .all(|(a, b)| a.x.to_bits() == b.x.to_bits() && a.y.to_bits() == b.y.to_bits())
+            && v.iter()
+                .zip(&v_dense)
+                .all(|(a, b)| a.x.to_bits() == b.x.to_bits() && a.y.to_bits() == b.y.to_bits());
+        assert!(same, "{layout:?} differs from the dense grid");
+        let m = memory.expect("a sparse grid has a tree");
+        println!("{layout:?}: grid memory {m:?}");
+        assert!(m.in_use < m.reserved, "{layout:?}: {m:?}");
+    }
+}
