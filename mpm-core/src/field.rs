@@ -23,6 +23,8 @@ pub struct Tree<const D: usize> {
     backend: BackendRef,
     layout: Layout<D>,
     plan: Structure,
+    /// The structure words with everything inactive (what `deactivate_all` writes).
+    empty: Vec<u32>,
     structure: Arc<dyn Buffer>,
     fields: Mutex<Vec<(Weak<dyn Buffer>, usize)>>,
 }
@@ -41,11 +43,13 @@ impl<const D: usize> Tree<D> {
     pub fn new(backend: &BackendRef, layout: Layout<D>) -> Result<Arc<Self>> {
         let plan = layout.structure()?;
         let structure = backend.alloc(plan.words as usize)?;
-        backend.write(&*structure, &plan.initial_words())?;
+        let empty = plan.initial_words();
+        backend.write(&*structure, &empty)?;
         Ok(Arc::new(Tree {
             backend: backend.clone(),
             layout,
             plan,
+            empty,
             structure,
             fields: Mutex::new(Vec::new()),
         }))
@@ -61,8 +65,7 @@ impl<const D: usize> Tree<D> {
 
     /// Deactivates every cell and clears the data of every field on the tree.
     pub fn deactivate_all(&self) -> Result<()> {
-        self.backend
-            .write(&*self.structure, &self.plan.initial_words())?;
+        self.backend.write(&*self.structure, &self.empty)?;
         for (buffer, _) in self.fields() {
             self.backend.fill_zero(&*buffer)?;
         }

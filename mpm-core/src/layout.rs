@@ -122,6 +122,28 @@ pub struct LevelPlan {
     pub table: u32,
     /// `Pointer` only: the pool of the child level.
     pub pool: Option<PoolPlan>,
+    /// When every stride and shape is a power of two: per axis, the shift of the stride
+    /// and the bits of the shape, so that walking needs no division.
+    pub pow2: Option<([u32; 3], [u32; 3])>,
+}
+
+impl LevelPlan {
+    /// The cell index of element coordinates `c` inside `block`.
+    #[inline(always)]
+    pub fn cell(&self, block: u32, c: [u32; 3]) -> u32 {
+        let s = self.level.shape;
+        let local = match self.pow2 {
+            Some((shift, bits)) => {
+                let d = |a: usize| (c[a] >> shift[a]) & (s[a] - 1);
+                (((d(0) << bits[1]) | d(1)) << bits[2]) | d(2)
+            }
+            None => {
+                let d = |a: usize| (c[a] / self.stride[a]) % s[a];
+                (d(0) * s[1] + d(1)) * s[2] + d(2)
+            }
+        };
+        block * self.level.cells() + local
+    }
 }
 
 /// The allocator of the blocks below one pointer level.
@@ -247,6 +269,16 @@ impl Structure {
                 stride: strides[k],
                 table: table as u32,
                 pool,
+                pow2: (strides[k]
+                    .iter()
+                    .chain(&l.shape)
+                    .all(|v| v.is_power_of_two()))
+                .then(|| {
+                    (
+                        strides[k].map(u32::trailing_zeros),
+                        l.shape.map(u32::trailing_zeros),
+                    )
+                }),
             });
             if words > u32::MAX as u64 / 2 {
                 return Err(too_big());
@@ -315,4 +347,45 @@ fn too_big() -> Error {
     Error::Layout(
         "the layout addresses more than 2^31 words of structure; use more pointer levels".into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shifts_and_divisions_agree() {
+        let plans = [
+            Layout::<1>::root()
+                .pointer([8])
+                .bitmasked([4])
+                .dense([2])
+                .structure()
+                .unwrap(),
+            Layout::<2>::root()
+                .pointer([4, 8])
+                .dense([2, 4])
+                .structure()
+                .unwrap(),
+            Layout::<3>::root()
+                .dense([2, 2, 4])
+                .pointer([4, 2, 2])
+                .bitmasked([2, 4, 2])
+                .structure()
+                .unwrap(),
+        ];
+        for s in &plans {
+            for p in &s.levels {
+                assert!(p.pow2.is_some());
+                let slow = LevelPlan {
+                    pow2: None,
+                    ..p.clone()
+                };
+                for k in 0..4096u32 {
+                    let c = [k % 16, (k / 16) % 16, k / 256];
+                    assert_eq!(p.cell(3, c), slow.cell(3, c), "{p:?} at {c:?}");
+                }
+            }
+        }
+    }
 }

@@ -1,3 +1,4 @@
 //! Benchmark scenes reproduced from Taichi's examples.
 
+pub mod blob;
 pub mod mpm99;

@@ -1,0 +1,262 @@
+//! A 2D blob of particles falling in a box, on a dense or a sparse grid: the scene of the
+//! layout benchmarks. `fill` is the fraction of the grid the blob covers.
+
+use std::sync::Arc;
+
+use mpm_core::glam::{IVec2, Mat2, Vec2};
+use mpm_core::rng::rand_f32;
+use mpm_core::{kernel, BackendRef, Field, Layout, Memory, Result, Tree};
+
+use crate::scenes::mpm99::quadratic_weights;
+
+/// How the grid is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridKind {
+    /// dense [n, n]
+    Dense,
+    /// pointer [n/4, n/4] -> dense [4, 4]
+    PointerDense,
+    /// pointer [n/8, n/8] -> bitmasked [2, 2] -> dense [4, 4]
+    PointerBitmaskedDense,
+}
+
+impl GridKind {
+    pub const ALL: [GridKind; 3] = [
+        GridKind::Dense,
+        GridKind::PointerDense,
+        GridKind::PointerBitmaskedDense,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GridKind::Dense => "dense",
+            GridKind::PointerDense => "pointer>dense",
+            GridKind::PointerBitmaskedDense => "pointer>bitmasked>dense",
+        }
+    }
+}
+
+#[kernel]
+pub fn clear_grid(grid_v: &mut Field<Vec2, 2>, grid_m: &mut Field<f32, 2>) {
+    for cell in grid_m.active() {
+        grid_v[cell] = Vec2::ZERO;
+        grid_m[cell] = 0.0;
+    }
+}
+
+/// APIC particle-to-grid transfer of mass and momentum.
+#[kernel]
+pub fn p2g(
+    x: &Field<Vec2>,
+    v: &Field<Vec2>,
+    c: &Field<Mat2>,
+    grid_v: &mut Field<Vec2, 2>,
+    grid_m: &mut Field<f32, 2>,
+    inv_dx: f32,
+    p_mass: f32,
+) {
+    for p in x.indices() {
+        let xp = x[p] * inv_dx;
+        let base = (xp - Vec2::splat(0.5)).as_ivec2();
+        let fx = xp - base.as_vec2();
+        let w = quadratic_weights(fx);
+        let momentum = p_mass * v[p];
+        let affine = p_mass * c[p];
+        for i in 0..3 {
+            for j in 0..3 {
+                let offset = IVec2::new(i, j);
+                let dpos = (offset.as_vec2() - fx) / inv_dx;
+                let weight = w[i].x * w[j].y;
+                grid_v[base + offset] += weight * (momentum + affine * dpos);
+                grid_m[base + offset] += weight * p_mass;
+            }
+        }
+    }
+}
+
+/// Momentum to velocity, gravity, and sticky walls three cells thick.
+#[kernel]
+pub fn grid_update(
+    grid_v: &mut Field<Vec2, 2>,
+    grid_m: &Field<f32, 2>,
+    n_grid: i32,
+    dt: f32,
+    gravity: f32,
+) {
+    for cell in grid_m.active() {
+        let m = grid_m[cell];
+        if m > 0.0 {
+            let mut gv = grid_v[cell] / m;
+            gv.y -= dt * gravity;
+            if cell.x < 3 || cell.x > n_grid - 3 || cell.y < 3 || cell.y > n_grid - 3 {
+                gv = Vec2::ZERO;
+            }
+            grid_v[cell] = gv;
+        }
+    }
+}
+
+/// APIC grid-to-particle transfer and advection.
+#[kernel]
+pub fn g2p(
+    x: &mut Field<Vec2>,
+    v: &mut Field<Vec2>,
+    c: &mut Field<Mat2>,
+    grid_v: &Field<Vec2, 2>,
+    inv_dx: f32,
+    dt: f32,
+) {
+    for p in x.indices() {
+        let xp = x[p] * inv_dx;
+        let base = (xp - Vec2::splat(0.5)).as_ivec2();
+        let fx = xp - base.as_vec2();
+        let w = quadratic_weights(fx);
+        let mut new_v = Vec2::ZERO;
+        let mut new_c = Mat2::ZERO;
+        for i in 0..3 {
+            for j in 0..3 {
+                let offset = IVec2::new(i, j);
+                let g_v = grid_v[base + offset];
+                let weight = w[i].x * w[j].y;
+                new_v += weight * g_v;
+                new_c += (4.0 * inv_dx * weight) * outer(g_v, offset.as_vec2() - fx);
+            }
+        }
+        v[p] = new_v;
+        c[p] = new_c;
+        x[p] = x[p] + dt * new_v;
+    }
+}
+
+/// The blob scene.
+pub struct Blob {
+    pub n_grid: u32,
+    pub x: Field<Vec2>,
+    pub v: Field<Vec2>,
+    pub c: Field<Mat2>,
+    pub grid_v: Field<Vec2, 2>,
+    pub grid_m: Field<f32, 2>,
+    pub tree: Option<Arc<Tree<2>>>,
+    pub dt: f32,
+}
+
+impl Blob {
+    /// A square blob covering `fill` of an `n_grid`^2 grid, four particles per cell.
+    pub fn new(backend: &BackendRef, n_grid: u32, fill: f32, kind: GridKind) -> Result<Self> {
+        let side = (fill.clamp(1e-4, 0.8).sqrt() * n_grid as f32).max(1.0) as u32;
+        let start = (n_grid - side) / 2;
+        let mut x = Vec::with_capacity((side * side * 4) as usize);
+        for k in 0..side * side * 4 {
+            let (cx, cy) = ((k / 4) % side, (k / 4) / side);
+            let (jx, jy) = (rand_f32(1, 2 * k), rand_f32(1, 2 * k + 1));
+            x.push(Vec2::new((start + cx) as f32 + jx, (start + cy) as f32 + jy) / n_grid as f32);
+        }
+        let n = x.len() as u32;
+        // Room for the blob's blocks with a margin (the blob falls and spreads).
+        let blocks = ((side + 8) / 4 + 2).pow(2) * 2;
+        let tree = match kind {
+            GridKind::Dense => None,
+            GridKind::PointerDense => Some(Tree::new(
+                backend,
+                Layout::root()
+                    .pointer([n_grid / 4, n_grid / 4])
+                    .dense([4, 4])
+                    .reserve(blocks),
+            )?),
+            GridKind::PointerBitmaskedDense => Some(Tree::new(
+                backend,
+                Layout::root()
+                    .pointer([n_grid / 8, n_grid / 8])
+                    .bitmasked([2, 2])
+                    .dense([4, 4])
+                    .reserve(blocks / 4 + 1),
+            )?),
+        };
+        let (grid_v, grid_m) = match &tree {
+            Some(t) => (Field::place(t)?, Field::place(t)?),
+            None => (
+                Field::new(backend, [n_grid, n_grid])?,
+                Field::new(backend, [n_grid, n_grid])?,
+            ),
+        };
+        Ok(Blob {
+            n_grid,
+            x: Field::from_slice(backend, [n], &x)?,
+            v: Field::new(backend, [n])?,
+            c: Field::new(backend, [n])?,
+            grid_v,
+            grid_m,
+            tree,
+            dt: 1e-4,
+        })
+    }
+
+    fn inv_dx(&self) -> f32 {
+        self.n_grid as f32
+    }
+
+    /// Empties the grid: deactivates a sparse one, zeroes a dense one.
+    pub fn clear(&mut self) -> Result<()> {
+        match &self.tree {
+            Some(t) => t.deactivate_all(),
+            None => clear_grid(&mut self.grid_v, &mut self.grid_m),
+        }
+    }
+
+    pub fn p2g(&mut self) -> Result<()> {
+        let (p_mass, inv_dx) = (0.25 / (self.n_grid * self.n_grid) as f32, self.inv_dx());
+        p2g(
+            &self.x,
+            &self.v,
+            &self.c,
+            &mut self.grid_v,
+            &mut self.grid_m,
+            inv_dx,
+            p_mass,
+        )
+    }
+
+    pub fn grid_update(&mut self) -> Result<()> {
+        grid_update(
+            &mut self.grid_v,
+            &self.grid_m,
+            self.n_grid as i32,
+            self.dt,
+            9.8,
+        )
+    }
+
+    pub fn g2p(&mut self) -> Result<()> {
+        let (inv_dx, dt) = (self.inv_dx(), self.dt);
+        g2p(
+            &mut self.x,
+            &mut self.v,
+            &mut self.c,
+            &self.grid_v,
+            inv_dx,
+            dt,
+        )
+    }
+
+    /// Clear, P2G, grid update, G2P.
+    pub fn substep(&mut self) -> Result<()> {
+        self.clear()?;
+        self.p2g()?;
+        self.grid_update()?;
+        self.g2p()
+    }
+
+    /// Grid memory (both grid fields and the tree's structure).
+    pub fn grid_memory(&self) -> Result<Memory> {
+        match &self.tree {
+            Some(t) => t.memory(),
+            None => {
+                let (a, b) = (self.grid_v.memory()?, self.grid_m.memory()?);
+                Ok(Memory {
+                    reserved: a.reserved + b.reserved,
+                    in_use: a.in_use + b.in_use,
+                })
+            }
+        }
+    }
+}
