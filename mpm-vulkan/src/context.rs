@@ -70,6 +70,7 @@ struct Candidate {
     has_atomic_float_ext: bool,
     float_add_feature: bool,
     timestamp_valid_bits: u32,
+    subgroup_ballot: bool,
     pipeline_cache_uuid: [u8; 16],
     vendor_id: u32,
     device_id: u32,
@@ -175,6 +176,12 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
             } else {
                 0
             },
+            subgroup_ballot: subgroup
+                .supported_stages
+                .contains(vk::ShaderStageFlags::COMPUTE)
+                && subgroup
+                    .supported_operations
+                    .contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::BALLOT),
             pipeline_cache_uuid: props.pipeline_cache_uuid,
             vendor_id: props.vendor_id,
             device_id: props.device_id,
@@ -341,6 +348,7 @@ impl Context {
         let caps = DeviceCaps {
             float_atomic_add: use_float,
             subgroup_size: cand.info.subgroup_size,
+            subgroup_ballot: cand.subgroup_ballot,
             max_storage_buffer_range: cand.info.max_storage_buffer_range,
             max_workgroup_count: cand.info.max_compute_work_group_count,
             max_push_constants_size: cand.info.max_push_constants_size,

@@ -11,7 +11,10 @@ use std::fmt::{self, Display, Write as _};
 use mpm_core::ir::{
     BinOp, Block, Builtin, ExprId, ExprKind, Func, Kernel, LoopDomain, Place, Stmt, UnOp,
 };
+use mpm_core::layout::Structure;
 use mpm_core::types::{Scalar, Ty};
+
+use crate::sparse;
 
 /// What the generated code is specialised for.
 #[derive(Clone, Debug)]
@@ -22,6 +25,21 @@ pub struct GlslOptions<'a> {
     pub float_atomics: bool,
     /// Workgroup size in x.
     pub local_size: u32,
+    /// Per field: the index in `trees` of the layout tree it is placed on (`None`, or an
+    /// empty slice, for dense fields).
+    pub field_trees: &'a [Option<u32>],
+    /// The distinct layout trees of the launch.
+    pub trees: &'a [Structure],
+    /// Subgroup basic and ballot operations may be used (sparse activation).
+    pub subgroups: bool,
+}
+
+impl GlslOptions<'_> {
+    /// The tree field `k` is placed on.
+    fn tree(&self, k: usize) -> Option<(usize, &Structure)> {
+        let t = (*self.field_trees.get(k)?)? as usize;
+        Some((t, self.trees.get(t)?))
+    }
 }
 
 /// Binding of the out-of-bounds status word.
@@ -35,6 +53,11 @@ pub fn field_binding(k: usize) -> u32 {
 /// Binding of the float view of field `k` (used by float atomics), given `n` fields.
 pub fn float_binding(k: usize, n: usize) -> u32 {
     1 + (n + k) as u32
+}
+
+/// Binding of the structure buffer of tree `t`, given `n` fields.
+pub fn tree_binding(t: usize, n: usize) -> u32 {
+    1 + (2 * n + t) as u32
 }
 
 /// Number of push-constant words: start and count of the loop, then the scalars.
@@ -118,8 +141,10 @@ enum FieldOp {
     Add,
     /// `is_active`: in range (dense fields).
     Active,
-    /// `activate` / `deactivate`: a bounds check only (dense fields).
+    /// `activate` (a bounds check only on dense fields).
     Touch,
+    /// `deactivate` (a bounds check only on dense fields).
+    Deactivate,
 }
 
 /// A complete shader: sections printed in order by `Display`.
@@ -635,10 +660,15 @@ impl<'k> Printer<'k> {
                 let v = self.expr(*value);
                 writeln!(out, "{ind}{p} = {v};").unwrap();
             }
-            Stmt::Activate { field, index } | Stmt::Deactivate { field, index } => {
+            Stmt::Activate { field, index } => {
                 self.field_ops.insert((*field, FieldOp::Touch));
                 let i = self.field_index(*index);
                 writeln!(out, "{ind}f{field}_touch({i});").unwrap();
+            }
+            Stmt::Deactivate { field, index } => {
+                self.field_ops.insert((*field, FieldOp::Deactivate));
+                let i = self.field_index(*index);
+                writeln!(out, "{ind}f{field}_deactivate({i});").unwrap();
             }
             Stmt::Store {
                 field,
@@ -764,6 +794,19 @@ impl<'k> Printer<'k> {
                 Ty::Scalar(Scalar::U32) => "pc.w[0] + mpm_id".to_string(),
                 _ => format!("{t}(int(pc.w[0]) + int(mpm_id))"),
             },
+            LoopDomain::Active(f) if self.opts.tree(*f as usize).is_some() => {
+                let tr = self.opts.tree(*f as usize).map_or(0, |(t, _)| t);
+                writeln!(
+                    out,
+                    "    uvec3 mpm_c;\n    if (!t{tr}_coords(mpm_id, mpm_c)) {{\n        return;\n    }}"
+                )
+                .unwrap();
+                match self.opts.shapes[*f as usize].len() {
+                    0 | 1 => format!("{t}(mpm_c.x)"),
+                    2 => format!("{t}(mpm_c.xy)"),
+                    _ => format!("{t}(mpm_c)"),
+                }
+            }
             LoopDomain::Indices(f) | LoopDomain::Active(f) => {
                 let s = &self.opts.shapes[*f as usize];
                 let s: Vec<u32> = s.iter().map(|&x| x.max(1)).collect();
@@ -852,6 +895,9 @@ impl<'k> Printer<'k> {
                 .unwrap();
             }
         }
+        for (t, plan) in self.opts.trees.iter().enumerate() {
+            d.push_str(&sparse::tree_declaration(t, tree_binding(t, n), plan));
+        }
         self.scalar_defines(&mut d);
         d
     }
@@ -921,6 +967,17 @@ impl<'k> Printer<'k> {
         }
     }
 
+    fn tree_helpers(&mut self, out: &mut String) {
+        for (t, plan) in self.opts.trees.iter().enumerate() {
+            let subgroups = self.opts.subgroups && sparse::uses_subgroups(plan);
+            if subgroups {
+                self.extensions.insert("GL_KHR_shader_subgroup_basic");
+                self.extensions.insert("GL_KHR_shader_subgroup_ballot");
+            }
+            out.push_str(&sparse::tree_helpers(t, plan, subgroups));
+        }
+    }
+
     fn field_helpers(&mut self, out: &mut String) {
         let fields: BTreeSet<u32> = self.field_ops.iter().map(|(f, _)| *f).collect();
         for k in fields {
@@ -948,15 +1005,40 @@ impl<'k> Printer<'k> {
                     (format!("ivec{d}"), cond, lin)
                 }
             };
-            writeln!(
-                out,
-                "// `{}`\nbool f{k}_at({idx_ty} i, out uint b) {{\n    if ({cond}) {{\n        \
-                 atomicCompSwap(mpm_status.flag, 0u, {}u);\n        b = 0u;\n        return false;\n    }}\n    \
-                 b = {lin} * {w}u;\n    return true;\n}}",
-                f.name,
-                k + 1
-            )
-            .unwrap();
+            let tree = self.opts.tree(k as usize).map(|(t, _)| t);
+            let coords = match shape.len() {
+                0 | 1 => "uvec3(uint(i), 0u, 0u)",
+                2 => "uvec3(uvec2(i), 0u)",
+                _ => "uvec3(i)",
+            };
+            let oob = format!("atomicCompSwap(mpm_status.flag, 0u, {}u);", k + 1);
+            match tree {
+                None => writeln!(
+                    out,
+                    "// `{}`\nbool f{k}_at({idx_ty} i, out uint b) {{\n    if ({cond}) {{\n        \
+                     {oob}\n        b = 0u;\n        return false;\n    }}\n    \
+                     b = {lin} * {w}u;\n    return true;\n}}",
+                    f.name,
+                )
+                .unwrap(),
+                Some(t) => writeln!(
+                    out,
+                    "// `{}` on tree {t}\nbool f{k}_at({idx_ty} i, bool act, out uint b) {{\n    b = 0u;\n    \
+                     if ({cond}) {{\n        {oob}\n        return false;\n    }}\n    \
+                     uint e;\n    if (!t{t}_locate({coords}, act, e)) return false;\n    \
+                     b = e * {w}u;\n    return true;\n}}",
+                    f.name,
+                )
+                .unwrap(),
+            }
+            let (at_read, at_write) = match tree {
+                None => ("f{k}_at(i, b)", "f{k}_at(i, b)"),
+                Some(_) => ("f{k}_at(i, false, b)", "f{k}_at(i, true, b)"),
+            };
+            let (at_read, at_write) = (
+                at_read.replace("{k}", &k.to_string()),
+                at_write.replace("{k}", &k.to_string()),
+            );
             let sc = f.elem.scalar().unwrap_or(Scalar::U32);
             let comp = |j: u32| -> String {
                 match &f.elem {
@@ -973,20 +1055,39 @@ impl<'k> Printer<'k> {
                 .collect();
             for op in ops {
                 match op {
-                    FieldOp::Active => {
-                        writeln!(
+                    FieldOp::Active => match tree {
+                        None => writeln!(
                             out,
                             "bool f{k}_active({idx_ty} i) {{\n    return !({cond});\n}}"
                         )
-                        .unwrap();
-                    }
+                        .unwrap(),
+                        Some(t) => writeln!(
+                            out,
+                            "bool f{k}_active({idx_ty} i) {{\n    if ({cond}) return false;\n    \
+                             uint e;\n    return t{t}_locate({coords}, false, e);\n}}"
+                        )
+                        .unwrap(),
+                    },
                     FieldOp::Touch => {
                         writeln!(
                             out,
-                            "void f{k}_touch({idx_ty} i) {{\n    uint b;\n    f{k}_at(i, b);\n}}"
+                            "void f{k}_touch({idx_ty} i) {{\n    uint b;\n    {at_write};\n}}"
                         )
                         .unwrap();
                     }
+                    FieldOp::Deactivate => match tree {
+                        None => writeln!(
+                            out,
+                            "void f{k}_deactivate({idx_ty} i) {{\n    uint b;\n    f{k}_at(i, b);\n}}"
+                        )
+                        .unwrap(),
+                        Some(t) => writeln!(
+                            out,
+                            "void f{k}_deactivate({idx_ty} i) {{\n    if ({cond}) {{\n        {oob}\n        return;\n    }}\n    \
+                             t{t}_deactivate({coords});\n}}"
+                        )
+                        .unwrap(),
+                    },
                     FieldOp::Load => {
                         let words: Vec<String> = (0..w)
                             .map(|j| {
@@ -1001,14 +1102,14 @@ impl<'k> Printer<'k> {
                             .collect();
                         writeln!(
                             out,
-                            "{et} f{k}_load({idx_ty} i) {{\n    uint b;\n    if (!f{k}_at(i, b)) return {et}(0);\n    \
+                            "{et} f{k}_load({idx_ty} i) {{\n    uint b;\n    if (!{at_read}) return {et}(0);\n    \
                              return {et}({});\n}}",
                             words.join(", ")
                         )
                         .unwrap();
                     }
                     FieldOp::Store => {
-                        writeln!(out, "void f{k}_store({idx_ty} i, {et} v) {{\n    uint b;\n    if (!f{k}_at(i, b)) return;")
+                        writeln!(out, "void f{k}_store({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return;")
                             .unwrap();
                         for j in 0..w {
                             let c = comp(j);
@@ -1036,7 +1137,7 @@ impl<'k> Printer<'k> {
                             )
                             .unwrap();
                         }
-                        writeln!(out, "void f{k}_add({idx_ty} i, {et} v) {{\n    uint b;\n    if (!f{k}_at(i, b)) return;")
+                        writeln!(out, "void f{k}_add({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return;")
                             .unwrap();
                         for j in 0..w {
                             let c = comp(j);
@@ -1068,6 +1169,7 @@ impl<'k> Printer<'k> {
         let declarations = self.declarations();
         let mut helpers = String::new();
         self.generic_helpers(&mut helpers);
+        self.tree_helpers(&mut helpers);
         self.field_helpers(&mut helpers);
         if !helpers.is_empty() {
             helpers.push('\n');

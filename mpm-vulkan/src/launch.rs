@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use ash::vk;
 use gpu_allocator::MemoryLocation;
-use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
+use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming, TreeArg};
 use mpm_core::ir::Kernel;
+use mpm_core::layout::Structure;
 use mpm_core::{Error, KernelDesc, Result};
 
 use crate::compile::{pipeline_cache_path, save_pipeline_cache, ShaderCache};
 use crate::context::{backend_err, vk_err, Context};
 use crate::glsl::{self, GlslOptions};
 use crate::memory::GpuBuffer;
+use crate::sparse;
 use crate::CompiledShader;
 
 /// Workgroup size of every generated shader.
@@ -31,6 +33,17 @@ struct KernelPipelines {
     push_words: u32,
 }
 
+/// Pipelines of a kernel are specialised for the field shapes and the layout trees.
+type KernelKey = (String, Vec<Vec<u32>>, Vec<Option<u32>>, Vec<Structure>);
+
+/// The maintenance pipelines of one tree plan with fields of the given words per element.
+struct MaintPipelines {
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    /// Pass 0: apply the deactivation queue; pass 1: recycle blocks.
+    pipelines: [Option<vk::Pipeline>; 2],
+}
+
 /// Everything of the backend that needs exclusive access (command pool, caches, profile).
 pub(crate) struct Runtime {
     ctx: Arc<Context>,
@@ -44,7 +57,13 @@ pub(crate) struct Runtime {
     pipeline_cache_file: Option<PathBuf>,
     pub shaders: ShaderCache,
     traced: HashMap<String, Arc<Kernel>>,
-    kernels: HashMap<(String, Vec<Vec<u32>>), KernelPipelines>,
+    kernels: HashMap<KernelKey, KernelPipelines>,
+    maintenance: HashMap<(Structure, Vec<usize>), MaintPipelines>,
+    /// Descriptor sets of the maintenance passes, reset at every launch.
+    maint_pool: vk::DescriptorPool,
+    maint_pool_size: (u32, u32),
+    /// Host-visible copies of each tree's STATUS word after a launch.
+    tree_status: Option<GpuBuffer>,
     pub profile: Vec<LoopTiming>,
     pub compiled: Vec<CompiledShader>,
 }
@@ -99,6 +118,10 @@ impl Runtime {
             )),
             traced: HashMap::new(),
             kernels: HashMap::new(),
+            maintenance: HashMap::new(),
+            maint_pool: vk::DescriptorPool::null(),
+            maint_pool_size: (0, 0),
+            tree_status: None,
             profile: Vec::new(),
             compiled: Vec::new(),
         };
@@ -277,6 +300,8 @@ impl Runtime {
         kernel: &Kernel,
         qname: &str,
         shapes: &[Vec<u32>],
+        field_trees: &[Option<u32>],
+        trees: &[Structure],
     ) -> Result<KernelPipelines> {
         let caps = &self.ctx.caps;
         let push_words = glsl::push_words(kernel);
@@ -291,6 +316,9 @@ impl Runtime {
             shapes,
             float_atomics: caps.float_atomic_add,
             local_size: LOCAL_SIZE,
+            field_trees,
+            trees,
+            subgroups: caps.subgroup_ballot && std::env::var_os("MPM_VK_NO_SUBGROUPS").is_none(),
         };
         let sources = glsl::generate(kernel, &opts)
             .map_err(|m| backend_err(format!("kernel `{qname}`: {m}")))?;
@@ -317,6 +345,9 @@ impl Runtime {
             if *fv {
                 bindings.push(glsl::float_binding(k, n));
             }
+        }
+        for t in 0..trees.len() {
+            bindings.push(glsl::tree_binding(t, n));
         }
         let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = bindings
             .iter()
@@ -439,14 +470,6 @@ impl Runtime {
 
     pub fn launch(&mut self, desc: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
         let qname = desc.qualified_name();
-        if args.fields.iter().any(|f| f.tree.is_some()) {
-            return Err(mpm_core::Error::Unsupported {
-                backend: "vulkan",
-                what: format!(
-                    "sparse layouts (pointer / bitmasked levels) yet, used by kernel `{qname}`"
-                ),
-            });
-        }
         let kernel = self.traced(desc, &qname)?;
         let bad = |m: String| backend_err(format!("kernel `{qname}`: {m}"));
         if args.fields.len() != kernel.fields.len() {
@@ -470,10 +493,33 @@ impl Runtime {
                 args.scalars.len()
             )));
         }
+        // The distinct layout trees, once each (by structure buffer).
+        let mut trees: Vec<&dyn TreeArg> = Vec::new();
+        let mut field_trees = Vec::with_capacity(args.fields.len());
+        for fa in &args.fields {
+            field_trees.push(fa.tree.map(|t| {
+                let id = t.structure() as *const dyn Buffer as *const ();
+                match trees
+                    .iter()
+                    .position(|u| std::ptr::eq(u.structure() as *const dyn Buffer as *const (), id))
+                {
+                    Some(i) => i as u32,
+                    None => {
+                        trees.push(t);
+                        trees.len() as u32 - 1
+                    }
+                }
+            }));
+        }
+        let plans: Vec<Structure> = trees.iter().map(|t| t.plan().clone()).collect();
         let mut bufs = Vec::with_capacity(args.fields.len());
         for (k, (fa, fp)) in args.fields.iter().zip(&kernel.fields).enumerate() {
             let g = downcast(&self.ctx, fa.buffer, &qname)?;
-            let need = fa.shape.iter().map(|&s| s as u64).product::<u64>() * fp.elem.words() as u64;
+            let cells = match fa.tree {
+                Some(t) => t.plan().elements,
+                None => fa.shape.iter().map(|&s| s as u64).product::<u64>(),
+            };
+            let need = cells * fp.elem.words() as u64;
             if (g.words as u64) < need || fa.shape.len() != fp.dims as usize {
                 let name = desc.field_names.get(k).copied().unwrap_or("?");
                 return Err(bad(format!(
@@ -484,9 +530,9 @@ impl Runtime {
             bufs.push((g.buffer, g.bytes));
         }
         let shapes: Vec<Vec<u32>> = args.fields.iter().map(|f| f.shape.to_vec()).collect();
-        let key = (qname.clone(), shapes);
+        let key = (qname.clone(), shapes, field_trees, plans);
         if !self.kernels.contains_key(&key) {
-            let kp = self.build(&kernel, &qname, &key.1)?;
+            let kp = self.build(&kernel, &qname, &key.1, &key.2, &key.3)?;
             self.kernels.insert(key.clone(), kp);
         }
         let kp = &self.kernels[&key];
@@ -512,6 +558,19 @@ impl Runtime {
             if kp.float_views[k] {
                 infos.push((glsl::float_binding(k, n), info));
             }
+        }
+        let mut tree_bufs = Vec::with_capacity(trees.len());
+        for (t, tree) in trees.iter().enumerate() {
+            let g = downcast(&self.ctx, tree.structure(), &qname)?;
+            tree_bufs.push(g.buffer);
+            infos.push((
+                glsl::tree_binding(t, n),
+                [vk::DescriptorBufferInfo {
+                    buffer: g.buffer,
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }],
+            ));
         }
         let writes: Vec<vk::WriteDescriptorSet> = infos
             .iter()
@@ -555,6 +614,8 @@ impl Runtime {
             push.extend_from_slice(args.scalars);
             dispatches.push((groups, gx, gy, push));
         }
+        let maint = self.prepare_maintenance(&qname, &trees)?;
+        let status_buf = self.tree_status.as_ref().map(|b| b.buffer);
         let queries = self.queries;
         let ts = caps.timestamps;
         let record = |d: &ash::Device, cmd: vk::CommandBuffer| {
@@ -615,6 +676,7 @@ impl Runtime {
                         &[],
                     );
                 }
+                record_maintenance(d, cmd, &maint, &tree_bufs, status_buf);
             }
         };
         self.one_shot(record)?;
@@ -653,6 +715,39 @@ impl Runtime {
             b[..4].fill(0);
             v
         })?;
+        // A pool that ran out: report it (like the CPU backend, before out-of-bounds indices)
+        // and reset the tree's STATUS word.
+        if let (Some(sb), true) = (&self.tree_status, !trees.is_empty()) {
+            let words: Vec<u32> = sb.with_mapped(|b| {
+                b[..4 * trees.len()]
+                    .chunks_exact(4)
+                    .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect()
+            })?;
+            let mut exhausted = None;
+            for (t, level) in words.into_iter().enumerate() {
+                if level == 0 || !sparse::needs_maintenance(trees[t].plan()) {
+                    continue;
+                }
+                let b = tree_bufs[t];
+                // SAFETY: `b` is a live structure buffer with TRANSFER_DST usage.
+                self.one_shot(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, b, 0, 4, 0) })?;
+                let capacity = trees[t]
+                    .plan()
+                    .levels
+                    .get(level as usize - 1)
+                    .and_then(|p| p.pool.as_ref())
+                    .map_or(0, |p| p.capacity);
+                exhausted.get_or_insert((level - 1, capacity));
+            }
+            if let Some((level, capacity)) = exhausted {
+                return Err(Error::PoolExhausted {
+                    kernel: qname,
+                    level,
+                    capacity,
+                });
+            }
+        }
         if flag != 0 {
             let idx = flag as usize - 1;
             let field = desc
@@ -674,6 +769,227 @@ impl Runtime {
         Ok(())
     }
 
+    /// Builds (or finds) the maintenance pipelines of the launch's trees, allocates and
+    /// writes their descriptor sets, and makes room for the trees' STATUS words.
+    fn prepare_maintenance(
+        &mut self,
+        qname: &str,
+        trees: &[&dyn TreeArg],
+    ) -> Result<Vec<MaintStep>> {
+        let mut steps = Vec::new();
+        let mut descriptors = 0u32;
+        let mut wanted = Vec::new();
+        for (t, tree) in trees.iter().enumerate() {
+            let plan = tree.plan();
+            if !sparse::needs_maintenance(plan) {
+                continue;
+            }
+            let fields = tree.fields();
+            let per_element: Vec<usize> = fields.iter().map(|(_, n)| *n).collect();
+            let key = (plan.clone(), per_element);
+            if !self.maintenance.contains_key(&key) {
+                let mp = self.build_maintenance(&key.0, &key.1)?;
+                self.maintenance.insert(key.clone(), mp);
+            }
+            descriptors += 1 + fields.len() as u32;
+            wanted.push((t, key, fields));
+        }
+        if wanted.is_empty() {
+            return Ok(steps);
+        }
+        let d = self.ctx.device.clone();
+        // STATUS read-back room.
+        if self
+            .tree_status
+            .as_ref()
+            .is_none_or(|b| b.words < trees.len())
+        {
+            self.tree_status = None;
+            self.tree_status = Some(GpuBuffer::new(
+                &self.ctx,
+                trees.len().next_power_of_two().max(8),
+                vk::BufferUsageFlags::TRANSFER_DST,
+                MemoryLocation::GpuToCpu,
+                "tree status",
+            )?);
+        }
+        // Descriptor sets: a pool reset at every launch (the last submit was waited on).
+        let sets = wanted.len() as u32;
+        let (have_sets, have_descs) = self.maint_pool_size;
+        // SAFETY: no set of the pool is in use by a pending command buffer.
+        unsafe {
+            if self.maint_pool == vk::DescriptorPool::null()
+                || have_sets < sets
+                || have_descs < descriptors
+            {
+                d.destroy_descriptor_pool(self.maint_pool, None);
+                self.maint_pool = vk::DescriptorPool::null();
+                let size = (
+                    (sets * 2).max(have_sets).max(8),
+                    (descriptors * 2).max(have_descs).max(64),
+                );
+                let sizes = [vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::STORAGE_BUFFER,
+                    descriptor_count: size.1,
+                }];
+                self.maint_pool = d
+                    .create_descriptor_pool(
+                        &vk::DescriptorPoolCreateInfo::default()
+                            .max_sets(size.0)
+                            .pool_sizes(&sizes),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreateDescriptorPool", r))?;
+                self.maint_pool_size = size;
+            } else {
+                d.reset_descriptor_pool(self.maint_pool, vk::DescriptorPoolResetFlags::empty())
+                    .map_err(|r| vk_err("vkResetDescriptorPool", r))?;
+            }
+        }
+        let caps = self.ctx.caps.clone();
+        for (t, key, fields) in wanted {
+            let mp = &self.maintenance[&key];
+            let layouts = [mp.set_layout];
+            // SAFETY: the pool has room for every set of this launch.
+            let set = unsafe {
+                d.allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(self.maint_pool)
+                        .set_layouts(&layouts),
+                )
+            }
+            .map_err(|r| vk_err("vkAllocateDescriptorSets", r))?[0];
+            let mut infos = vec![[vk::DescriptorBufferInfo {
+                buffer: downcast(&self.ctx, trees[t].structure(), qname)?.buffer,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }]];
+            for (b, _) in &fields {
+                infos.push([vk::DescriptorBufferInfo {
+                    buffer: downcast(&self.ctx, &**b, qname)?.buffer,
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }]);
+            }
+            let writes: Vec<vk::WriteDescriptorSet> = infos
+                .iter()
+                .enumerate()
+                .map(|(b, info)| {
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(set)
+                        .dst_binding(b as u32)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(info)
+                })
+                .collect();
+            // SAFETY: the set was just allocated and is not in use.
+            unsafe { d.update_descriptor_sets(&writes, &[]) };
+            let invocations = key.0.deactivation.as_ref().map_or(0, |q| q.capacity);
+            let groups = invocations.div_ceil(LOCAL_SIZE).max(1);
+            let gx = groups.min(caps.max_workgroup_count[0]).max(1);
+            let gy = groups.div_ceil(gx);
+            if gy > caps.max_workgroup_count[1] {
+                return Err(backend_err(format!(
+                    "kernel `{qname}`: a deactivation queue of {invocations} cells exceeds the device's dispatch limits"
+                )));
+            }
+            steps.push(MaintStep {
+                tree: t,
+                set,
+                layout: mp.layout,
+                pipelines: mp.pipelines,
+                groups: (gx, gy),
+                _fields: fields,
+            });
+        }
+        Ok(steps)
+    }
+
+    fn build_maintenance(
+        &mut self,
+        plan: &Structure,
+        per_element: &[usize],
+    ) -> Result<MaintPipelines> {
+        let sources = sparse::maintenance_shaders(plan, per_element, LOCAL_SIZE);
+        let name = "mpm_vulkan::maintenance";
+        let mut spirv = [None, None];
+        for (pass, src) in sources.iter().enumerate() {
+            let Some(src) = src else { continue };
+            let words = self
+                .shaders
+                .spirv(name, &format!("maintenance_pass{pass}.comp"), src)?;
+            self.compiled.push(CompiledShader {
+                kernel: name.to_string(),
+                loop_index: pass,
+                glsl: src.clone(),
+                spirv: words.clone(),
+            });
+            spirv[pass] = Some(words);
+        }
+        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..=per_element.len() as u32)
+            .map(|b| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let d = &self.ctx.device;
+        let mut mp = MaintPipelines {
+            set_layout: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            pipelines: [None, None],
+        };
+        let r = (|| -> Result<()> {
+            // SAFETY: valid create infos; the handles are stored in `mp` and destroyed by
+            // `destroy_maintenance` on failure or at drop.
+            unsafe {
+                mp.set_layout = d
+                    .create_descriptor_set_layout(
+                        &vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreateDescriptorSetLayout", r))?;
+                let layouts = [mp.set_layout];
+                mp.layout = d
+                    .create_pipeline_layout(
+                        &vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreatePipelineLayout", r))?;
+                for (pass, words) in spirv.iter().enumerate() {
+                    let Some(words) = words else { continue };
+                    let module = d
+                        .create_shader_module(
+                            &vk::ShaderModuleCreateInfo::default().code(words),
+                            None,
+                        )
+                        .map_err(|r| vk_err("vkCreateShaderModule", r))?;
+                    let stage = vk::PipelineShaderStageCreateInfo::default()
+                        .stage(vk::ShaderStageFlags::COMPUTE)
+                        .module(module)
+                        .name(c"main");
+                    let ci = [vk::ComputePipelineCreateInfo::default()
+                        .stage(stage)
+                        .layout(mp.layout)];
+                    let p = d.create_compute_pipelines(self.pipeline_cache, &ci, None);
+                    d.destroy_shader_module(module, None);
+                    let p = p.map_err(|(_, r)| vk_err("vkCreateComputePipelines", r))?;
+                    mp.pipelines[pass] = Some(p[0]);
+                }
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => Ok(mp),
+            Err(e) => {
+                destroy_maintenance(d, &mp);
+                Err(e)
+            }
+        }
+    }
+
     fn record_time(&mut self, kernel: &str, loop_index: usize, t: Duration) {
         match self
             .profile
@@ -691,6 +1007,106 @@ impl Runtime {
                 total: t,
             }),
         }
+    }
+}
+
+/// One tree's maintenance in a launch.
+struct MaintStep {
+    tree: usize,
+    set: vk::DescriptorSet,
+    layout: vk::PipelineLayout,
+    pipelines: [Option<vk::Pipeline>; 2],
+    /// Workgroups of the deactivation pass.
+    groups: (u32, u32),
+    /// Keeps the tree's field buffers alive until the launch has completed.
+    _fields: Vec<(Arc<dyn Buffer>, usize)>,
+}
+
+/// Records the maintenance passes of every tree after a kernel's loops (whose writes a barrier
+/// already made visible), then copies each maintained tree's STATUS word to `status`.
+///
+/// # Safety
+/// All handles are live; `status` has a word per tree of the launch.
+unsafe fn record_maintenance(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    steps: &[MaintStep],
+    trees: &[vk::Buffer],
+    status: Option<vk::Buffer>,
+) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        if steps.is_empty() {
+            return;
+        }
+        let compute_barrier = |dst_stage, dst_access| {
+            let barrier = vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(dst_access);
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                dst_stage,
+                vk::DependencyFlags::empty(),
+                &[barrier],
+                &[],
+                &[],
+            );
+        };
+        for pass in 0..2 {
+            let mut any = false;
+            for s in steps {
+                let Some(p) = s.pipelines[pass] else { continue };
+                any = true;
+                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, p);
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::COMPUTE,
+                    s.layout,
+                    0,
+                    &[s.set],
+                    &[],
+                );
+                if pass == 0 {
+                    d.cmd_dispatch(cmd, s.groups.0, s.groups.1, 1);
+                } else {
+                    d.cmd_dispatch(cmd, 1, 1, 1);
+                }
+            }
+            if any {
+                compute_barrier(
+                    vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                    vk::AccessFlags::SHADER_READ
+                        | vk::AccessFlags::SHADER_WRITE
+                        | vk::AccessFlags::TRANSFER_READ,
+                );
+            }
+        }
+        if let Some(status) = status {
+            for s in steps {
+                d.cmd_copy_buffer(
+                    cmd,
+                    trees[s.tree],
+                    status,
+                    &[vk::BufferCopy {
+                        src_offset: 0,
+                        dst_offset: 4 * s.tree as u64,
+                        size: 4,
+                    }],
+                );
+            }
+        }
+    }
+}
+
+fn destroy_maintenance(d: &ash::Device, mp: &MaintPipelines) {
+    // SAFETY: as for `destroy_pipelines`.
+    unsafe {
+        for p in mp.pipelines.iter().flatten() {
+            d.destroy_pipeline(*p, None);
+        }
+        d.destroy_pipeline_layout(mp.layout, None);
+        d.destroy_descriptor_set_layout(mp.set_layout, None);
     }
 }
 
@@ -718,6 +1134,12 @@ impl Drop for Runtime {
                 destroy_pipelines(d, kp);
             }
             self.kernels.clear();
+            for mp in self.maintenance.values() {
+                destroy_maintenance(d, mp);
+            }
+            self.maintenance.clear();
+            d.destroy_descriptor_pool(self.maint_pool, None);
+            self.tree_status = None;
             if self.pipeline_cache != vk::PipelineCache::null() {
                 if let (Some(path), Ok(data)) = (
                     &self.pipeline_cache_file,

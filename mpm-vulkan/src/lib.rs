@@ -11,6 +11,7 @@ mod context;
 pub mod glsl;
 mod launch;
 mod memory;
+mod sparse;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -87,6 +88,9 @@ pub struct DeviceCaps {
     /// f32 atomic add on storage buffers is enabled (supported and allowed).
     pub float_atomic_add: bool,
     pub subgroup_size: u32,
+    /// Subgroup basic and ballot operations are supported in compute shaders (used to let one
+    /// invocation per pointer slot allocate a block, instead of every contender).
+    pub subgroup_ballot: bool,
     pub max_storage_buffer_range: u32,
     pub max_workgroup_count: [u32; 3],
     pub max_push_constants_size: u32,

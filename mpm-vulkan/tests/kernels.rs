@@ -733,6 +733,9 @@ fn generated_glsl_contains_expected_pieces() {
             shapes: &shapes,
             float_atomics: true,
             local_size: 64,
+            field_trees: &[],
+            trees: &[],
+            subgroups: false,
         },
     )
     .unwrap();
@@ -761,6 +764,9 @@ fn generated_glsl_contains_expected_pieces() {
             shapes: &shapes,
             float_atomics: true,
             local_size: 64,
+            field_trees: &[],
+            trees: &[],
+            subgroups: false,
         },
     )
     .unwrap();
@@ -771,6 +777,9 @@ fn generated_glsl_contains_expected_pieces() {
             shapes: &shapes,
             float_atomics: false,
             local_size: 64,
+            field_trees: &[],
+            trees: &[],
+            subgroups: false,
         },
     )
     .unwrap();

@@ -1,0 +1,396 @@
+//! GLSL for sparse layout trees: the walks of `mpm_core::sparse` over a tree's structure
+//! buffer, specialised for its plan, and the maintenance shaders run after each launch.
+//!
+//! Everything is lock-free: activation allocates a block and installs it with one
+//! `atomicCompSwap`; a loser gives its block back to the pool's `returned` list. The plan's
+//! offsets are printed into the source as literals, so the shader cache key includes the plan.
+
+use std::fmt::Write as _;
+
+use mpm_core::layout::{LevelKind, LevelPlan, Structure, STATUS};
+
+/// `0xffffffffu`: an empty pointer slot.
+const EMPTY: &str = "0xffffffffu";
+
+/// The cell index of coordinates `c` (an `uvec3` expression) inside `block` at one level.
+fn cell_expr(p: &LevelPlan, block: &str, c: &str) -> String {
+    let mut local = String::from("0u");
+    for a in 0..3 {
+        let s = p.level.shape[a];
+        if s == 1 {
+            continue;
+        }
+        let st = p.stride[a];
+        let ax = ["x", "y", "z"][a];
+        let part = if st == 1 {
+            format!("({c}.{ax} % {s}u)")
+        } else {
+            format!("(({c}.{ax} / {st}u) % {s}u)")
+        };
+        local = if local == "0u" {
+            part
+        } else {
+            format!("({local} * {s}u + {part})")
+        };
+    }
+    format!("({block} * {}u + {local})", p.level.cells())
+}
+
+fn bit_test(tree: &str, table: u32, cell: &str) -> String {
+    format!("(({tree}.w[{table}u + {cell} / 32u] & (1u << ({cell} % 32u))) != 0u)")
+}
+
+/// The structure buffer declaration of tree `t` at `binding`.
+pub fn tree_declaration(t: usize, binding: u32, plan: &Structure) -> String {
+    format!(
+        "// tree {t}: {} levels {:?}, {} elements, {} words\n\
+         layout(set = 0, binding = {binding}, std430) coherent buffer Tree{t} {{ uint w[]; }} t{t};\n",
+        plan.levels.len(),
+        plan.levels
+            .iter()
+            .map(|l| (l.level.kind, l.level.shape, l.capacity))
+            .collect::<Vec<_>>(),
+        plan.elements,
+        plan.words
+    )
+}
+
+/// Whether the tree's helpers use subgroup operations (given that the device has them).
+pub fn uses_subgroups(plan: &Structure) -> bool {
+    plan.levels.iter().any(|p| p.pool.is_some())
+}
+
+/// Helper functions of tree `t`: `t{t}_locate(uvec3 c, bool act, out uint e)`,
+/// `t{t}_deactivate(uvec3 c)` and `t{t}_coords(uint e, out uvec3 c)`.
+///
+/// With `subgroups`, the invocations of a subgroup that find the same pointer slot empty
+/// elect one of them to allocate the block (a bounded loop over the distinct slots, no lock):
+/// on a GPU running a subgroup in lock-step, every contender would otherwise take a block
+/// from the pool and all but one would only give it back after the launch.
+pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool) -> String {
+    let tw = format!("t{t}");
+    let mut out = String::new();
+    let last = plan.levels.len() - 1;
+    // Allocation below each pointer level.
+    for (k, p) in plan.levels.iter().enumerate() {
+        let Some(pool) = &p.pool else { continue };
+        writeln!(
+            out,
+            "bool {tw}_alloc{k}_one(uint cell, out uint child) {{\n    \
+             uint taken = atomicAdd({tw}.w[{ft}u], 1u);\n    \
+             uint cand;\n    \
+             if (taken < {tw}.w[{fl}u]) {{\n        cand = {tw}.w[{free}u + taken];\n    }} else {{\n        \
+             uint fresh = atomicAdd({tw}.w[{cnt}u], 1u);\n        \
+             if (fresh >= {cap}u) {{\n            \
+             // Out of blocks: fine if another invocation installed one meanwhile.\n            \
+             child = atomicOr({tw}.w[{table}u + cell], 0u);\n            \
+             if (child != {EMPTY}) return true;\n            \
+             atomicCompSwap({tw}.w[{STATUS}u], 0u, {lvl}u);\n            \
+             child = 0u;\n            return false;\n        }}\n        cand = fresh;\n    }}\n    \
+             uint prev = atomicCompSwap({tw}.w[{table}u + cell], {EMPTY}, cand);\n    \
+             if (prev == {EMPTY}) {{\n        {tw}.w[{owner}u + cand] = {table}u + cell;\n        child = cand;\n    }} else {{\n        \
+             uint r = atomicAdd({tw}.w[{rl}u], 1u);\n        {tw}.w[{ret}u + r] = cand;\n        child = prev;\n    }}\n    \
+             return true;\n}}",
+            ft = pool.free_taken,
+            fl = pool.free_len,
+            free = pool.free,
+            cnt = pool.counter,
+            cap = pool.capacity,
+            lvl = k + 1,
+            table = p.table,
+            owner = pool.owner,
+            rl = pool.returned_len,
+            ret = pool.returned,
+        )
+        .unwrap();
+        if subgroups {
+            writeln!(
+                out,
+                "bool {tw}_alloc{k}(uint cell, out uint child) {{\n    \
+                 for (;;) {{\n        \
+                 if (cell == subgroupBroadcastFirst(cell)) {{\n            \
+                 if (subgroupElect()) return {tw}_alloc{k}_one(cell, child);\n            \
+                 // The elected invocation has installed a block (or found one), unless the\n            \
+                 // pool ran out or it has not run yet: then allocate as usual.\n            \
+                 child = atomicOr({tw}.w[{table}u + cell], 0u);\n            \
+                 if (child != {EMPTY}) return true;\n            \
+                 return {tw}_alloc{k}_one(cell, child);\n        }}\n    }}\n}}",
+                table = p.table
+            )
+            .unwrap();
+        } else {
+            writeln!(
+                out,
+                "bool {tw}_alloc{k}(uint cell, out uint child) {{\n    return {tw}_alloc{k}_one(cell, child);\n}}"
+            )
+            .unwrap();
+        }
+    }
+    // locate
+    writeln!(
+        out,
+        "bool {tw}_locate(uvec3 c, bool act, out uint e) {{\n    uint block = 0u;\n    uint cell;\n    e = 0u;"
+    )
+    .unwrap();
+    for (k, p) in plan.levels.iter().enumerate() {
+        writeln!(out, "    cell = {};", cell_expr(p, "block", "c")).unwrap();
+        match p.level.kind {
+            LevelKind::Dense => {}
+            LevelKind::Bitmasked => {
+                writeln!(
+                    out,
+                    "    if (!{}) {{\n        if (!act) return false;\n        \
+                     atomicOr({tw}.w[{}u + cell / 32u], 1u << (cell % 32u));\n    }}",
+                    bit_test(&tw, p.table, "cell"),
+                    p.table
+                )
+                .unwrap();
+            }
+            LevelKind::Pointer => {
+                writeln!(
+                    out,
+                    "    {{\n        uint child = {tw}.w[{}u + cell];\n        if (child == {EMPTY}) {{\n            \
+                     if (!act) return false;\n            if (!{tw}_alloc{k}(cell, child)) return false;\n        }}\n        \
+                     block = child;\n    }}",
+                    p.table
+                )
+                .unwrap();
+                continue;
+            }
+        }
+        if k == last {
+            writeln!(out, "    e = cell;\n    return true;").unwrap();
+        } else {
+            writeln!(out, "    block = cell;").unwrap();
+        }
+    }
+    out.push_str("}\n");
+    // deactivate: queue the deepest sparse cell.
+    writeln!(out, "void {tw}_deactivate(uvec3 c) {{").unwrap();
+    if let Some(d) = &plan.deactivation {
+        out.push_str("    uint block = 0u;\n    uint cell;\n");
+        for (k, p) in plan.levels.iter().enumerate() {
+            writeln!(out, "    cell = {};", cell_expr(p, "block", "c")).unwrap();
+            if k as u32 == d.level {
+                let active = match p.level.kind {
+                    LevelKind::Bitmasked => bit_test(&tw, p.table, "cell"),
+                    _ => format!("({tw}.w[{}u + cell] != {EMPTY})", p.table),
+                };
+                writeln!(
+                    out,
+                    "    uint mark = 1u << (cell % 32u);\n    \
+                     if ({active} && (atomicOr({tw}.w[{q}u + cell / 32u], mark) & mark) == 0u) {{\n        \
+                     uint r = atomicAdd({tw}.w[{len}u], 1u);\n        \
+                     if (r < {cap}u) {tw}.w[{queue}u + r] = cell;\n    }}\n    return;",
+                    q = d.queued,
+                    len = d.len,
+                    cap = d.capacity,
+                    queue = d.queue,
+                )
+                .unwrap();
+                break;
+            }
+            match p.level.kind {
+                LevelKind::Dense => out.push_str("    block = cell;\n"),
+                LevelKind::Bitmasked => writeln!(
+                    out,
+                    "    if (!{}) return;\n    block = cell;",
+                    bit_test(&tw, p.table, "cell")
+                )
+                .unwrap(),
+                LevelKind::Pointer => writeln!(
+                    out,
+                    "    block = {tw}.w[{}u + cell];\n    if (block == {EMPTY}) return;",
+                    p.table
+                )
+                .unwrap(),
+            }
+        }
+    }
+    out.push_str("}\n");
+    // coords: leaf element -> coordinates, walking up through the owners.
+    writeln!(
+        out,
+        "bool {tw}_coords(uint e, out uvec3 c) {{\n    c = uvec3(0u);\n    uint cell = e;\n    uint block;\n    uint local;"
+    )
+    .unwrap();
+    for k in (0..plan.levels.len()).rev() {
+        let p = &plan.levels[k];
+        if p.level.kind == LevelKind::Bitmasked {
+            writeln!(
+                out,
+                "    if (!{}) return false;",
+                bit_test(&tw, p.table, "cell")
+            )
+            .unwrap();
+        }
+        let cells = p.level.cells();
+        writeln!(
+            out,
+            "    block = cell / {cells}u;\n    local = cell % {cells}u;"
+        )
+        .unwrap();
+        for a in (0..3).rev() {
+            let s = p.level.shape[a];
+            if s == 1 {
+                continue;
+            }
+            let ax = ["x", "y", "z"][a];
+            writeln!(
+                out,
+                "    c.{ax} += (local % {s}u) * {}u;\n    local /= {s}u;",
+                p.stride[a]
+            )
+            .unwrap();
+        }
+        if k == 0 {
+            out.push_str("    return block == 0u;\n");
+            break;
+        }
+        let parent = &plan.levels[k - 1];
+        match &parent.pool {
+            Some(pool) => writeln!(
+                out,
+                "    {{\n        uint slot = {tw}.w[{}u + block];\n        if (slot == {EMPTY}) return false;\n        \
+                 cell = slot - {}u;\n    }}",
+                pool.owner, parent.table
+            )
+            .unwrap(),
+            None => out.push_str("    cell = block;\n"),
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Whether a tree needs maintenance after a launch (it has pools or a deactivation queue).
+pub fn needs_maintenance(plan: &Structure) -> bool {
+    plan.deactivation.is_some() || plan.levels.iter().any(|p| p.pool.is_some())
+}
+
+/// The two maintenance shaders of a tree whose fields have `per_element` words each:
+/// pass 0 applies the deactivation queue (one invocation per queued cell; binding 0 is the
+/// structure, binding 1 + j field j), pass 1 (one invocation) resets the queue and rebuilds
+/// each pool's free list. `None` for a pass with nothing to do.
+pub fn maintenance_shaders(
+    plan: &Structure,
+    per_element: &[usize],
+    local_size: u32,
+) -> [Option<String>; 2] {
+    let mut head = format!("#version 450\nlayout(local_size_x = {local_size}) in;\n");
+    head.push_str(
+        &tree_declaration(0, 0, plan)
+            .replace("Tree0", "Tree")
+            .replace("t0;", "t;"),
+    );
+    for (j, n) in per_element.iter().enumerate() {
+        writeln!(
+            head,
+            "// field {j}: {n} words per element\n\
+             layout(set = 0, binding = {}, std430) buffer Field{j} {{ uint d[]; }} f{j};",
+            1 + j
+        )
+        .unwrap();
+    }
+    let id = format!(
+        "    uint mpm_id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * {local_size}u + gl_LocalInvocationID.x;\n"
+    );
+    let apply = plan.deactivation.as_ref().map(|d| {
+        let k = d.level as usize;
+        let p = &plan.levels[k];
+        let mut below = Vec::new();
+        let mut acc = 1u64;
+        for l in &plan.levels[k + 1..] {
+            acc *= l.level.cells() as u64;
+            below.push(acc);
+        }
+        let unit = below.last().copied().unwrap_or(1);
+        let mut s = head.clone();
+        s.push_str("void main() {\n");
+        s.push_str(&id);
+        writeln!(
+            s,
+            "    uint n = min(t.w[{len}u], {cap}u);\n    if (mpm_id >= n) return;\n    \
+             uint cell = t.w[{queue}u + mpm_id];\n    \
+             atomicAnd(t.w[{queued}u + cell / 32u], ~(1u << (cell % 32u)));\n    uint first;",
+            len = d.len,
+            cap = d.capacity,
+            queue = d.queue,
+            queued = d.queued
+        )
+        .unwrap();
+        match (&p.level.kind, &p.pool) {
+            (LevelKind::Pointer, Some(pool)) => writeln!(
+                s,
+                "    uint block = atomicExchange(t.w[{table}u + cell], {EMPTY});\n    \
+                 if (block == {EMPTY}) return;\n    t.w[{owner}u + block] = {EMPTY};\n    \
+                 uint back = atomicAdd(t.w[{rl}u], 1u);\n    t.w[{ret}u + back] = block;\n    first = block;",
+                table = p.table,
+                owner = pool.owner,
+                rl = pool.returned_len,
+                ret = pool.returned
+            )
+            .unwrap(),
+            _ => writeln!(
+                s,
+                "    atomicAnd(t.w[{}u + cell / 32u], ~(1u << (cell % 32u)));\n    first = cell;",
+                p.table
+            )
+            .unwrap(),
+        }
+        for (j, l) in plan.levels[k + 1..].iter().enumerate() {
+            if l.level.kind == LevelKind::Bitmasked {
+                writeln!(
+                    s,
+                    "    for (uint b = first * {span}u; b < (first + 1u) * {span}u; b++) {{\n        \
+                     atomicAnd(t.w[{table}u + b / 32u], ~(1u << (b % 32u)));\n    }}",
+                    span = below[j],
+                    table = l.table
+                )
+                .unwrap();
+            }
+        }
+        for (j, n) in per_element.iter().enumerate() {
+            let words = unit * *n as u64;
+            writeln!(
+                s,
+                "    for (uint i = first * {words}u; i < (first + 1u) * {words}u; i++) {{\n        f{j}.d[i] = 0u;\n    }}"
+            )
+            .unwrap();
+        }
+        s.push_str("}\n");
+        s
+    });
+    let pools: Vec<_> = plan.levels.iter().filter_map(|p| p.pool.as_ref()).collect();
+    let recycle = (plan.deactivation.is_some() || !pools.is_empty()).then(|| {
+        let mut s = head.clone();
+        s.push_str("void main() {\n");
+        s.push_str(&id);
+        s.push_str("    if (mpm_id != 0u) return;\n");
+        if let Some(d) = &plan.deactivation {
+            writeln!(s, "    t.w[{}u] = 0u;", d.len).unwrap();
+        }
+        for pool in pools {
+            writeln!(
+                s,
+                "    {{\n        uint len = t.w[{fl}u];\n        uint taken = min(t.w[{ft}u], len);\n        uint o = 0u;\n        \
+                 for (uint i = taken; i < len; i++) {{\n            t.w[{free}u + o] = t.w[{free}u + i];\n            o++;\n        }}\n        \
+                 uint ret = t.w[{rl}u];\n        \
+                 for (uint i = 0u; i < ret; i++) {{\n            t.w[{free}u + o] = t.w[{retb}u + i];\n            o++;\n        }}\n        \
+                 t.w[{fl}u] = o;\n        t.w[{ft}u] = 0u;\n        t.w[{rl}u] = 0u;\n        \
+                 t.w[{cnt}u] = min(t.w[{cnt}u], {cap}u);\n    }}",
+                fl = pool.free_len,
+                ft = pool.free_taken,
+                free = pool.free,
+                rl = pool.returned_len,
+                retb = pool.returned,
+                cnt = pool.counter,
+                cap = pool.capacity
+            )
+            .unwrap();
+        }
+        s.push_str("}\n");
+        s
+    });
+    [apply, recycle]
+}
