@@ -5,14 +5,53 @@
 //! Activity is per *unit*: the cell of the deepest pointer or bitmasked level (all elements
 //! below it are dense). Writing activates the unit; reading an inactive one gives zero;
 //! `deactivate` clears the unit (its data too) when the launch ends.
+//!
+//! Every check runs on the CPU and on Vulkan (validation layer on), each against the model;
+//! Vulkan is skipped, with the reason printed, only where no Vulkan device exists.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use mpm::core::layout::{Layout, LevelKind};
 use mpm::glam::{IVec2, IVec3};
-use mpm::{backend, kernel, BackendRef, Error, Field, Tree};
+use mpm::{backend, kernel, BackendRef, Error, Field, Tree, VulkanBackend, VulkanOptions};
 use proptest::prelude::*;
+
+/// The Vulkan backend with the validation layer, created once per test process; `None`
+/// (with the reason printed) where this machine has no Vulkan device.
+fn vulkan() -> Option<BackendRef> {
+    static VK: OnceLock<Option<BackendRef>> = OnceLock::new();
+    VK.get_or_init(|| {
+        match VulkanBackend::new(VulkanOptions {
+            validation: true,
+            ..VulkanOptions::from_env()
+        }) {
+            Ok(b) => Some(Arc::new(b) as BackendRef),
+            Err(Error::Unavailable(m)) if !m.contains("MPM_VK_DEVICE") => {
+                eprintln!("SKIP: no Vulkan device, sparse layouts checked on the CPU only: {m}");
+                None
+            }
+            Err(e) => panic!("creating the Vulkan backend failed: {e}"),
+        }
+    })
+    .clone()
+}
+
+/// The backends every check runs on: the CPU, then Vulkan where a device exists.
+fn backends() -> Vec<BackendRef> {
+    let mut v = vec![backend::cpu()];
+    v.extend(vulkan());
+    v
+}
+
+/// No validation-layer message was reported (by any test of this process so far).
+fn no_validation_messages() {
+    let messages = VulkanBackend::validation_messages();
+    assert!(
+        messages.is_empty(),
+        "Vulkan validation messages: {messages:#?}"
+    );
+}
 
 #[kernel]
 fn write2(f: &mut Field<f32, 2>, idx: &Field<IVec2>, val: &Field<f32>) {
@@ -341,16 +380,27 @@ proptest! {
 
     #[test]
     fn sparse_2d_matches_hashmap_model(ops in prop::collection::vec(op(16), 1..10)) {
-        let be = backend::cpu();
-        for layout in layouts_2d() {
-            check_2d(&be, &layout, &ops).expect("kernels run");
+        for be in backends() {
+            for layout in layouts_2d() {
+                check_2d(&be, &layout, &ops)
+                    .unwrap_or_else(|e| panic!("{}: kernels run: {e}", be.describe()));
+            }
         }
+        no_validation_messages();
     }
 }
 
 #[test]
 fn sparse_1d_and_3d_match_the_model() {
-    let be = backend::cpu();
+    for be in backends() {
+        println!("1-D and 3-D on {}", be.describe());
+        check_1d_and_3d(&be);
+    }
+    no_validation_messages();
+}
+
+fn check_1d_and_3d(be: &BackendRef) {
+    let be = be.clone();
     // 1-D: pointer -> bitmasked; write, then deactivate one unit.
     let layout = Layout::<1>::root().pointer([8]).bitmasked([4]).dense([2]);
     let tree = Tree::new(&be, layout.clone()).unwrap();
@@ -433,7 +483,15 @@ fn sparse_1d_and_3d_match_the_model() {
 
 #[test]
 fn full_pool_is_a_clear_error_and_blocks_are_reused() {
-    let be = backend::cpu();
+    for be in backends() {
+        println!("pool exhaustion on {}", be.describe());
+        check_full_pool(&be);
+    }
+    no_validation_messages();
+}
+
+fn check_full_pool(be: &BackendRef) {
+    let be = be.clone();
     // Room for two 4x4 blocks below the pointer level.
     let tree = Tree::new(
         &be,
@@ -480,7 +538,15 @@ fn full_pool_is_a_clear_error_and_blocks_are_reused() {
 
 #[test]
 fn sparse_fields_use_memory_where_cells_are_active() {
-    let be = backend::cpu();
+    for be in backends() {
+        println!("memory on {}", be.describe());
+        check_memory(&be);
+    }
+    no_validation_messages();
+}
+
+fn check_memory(be: &BackendRef) {
+    let be = be.clone();
     // 2048^3 virtual cells; a dense grid of mass and velocity would take 2048^3 * 16 bytes.
     let layout = Layout::<3>::root()
         .pointer([64, 64, 64])
@@ -554,4 +620,44 @@ fn mpm99_on_sparse_grids_is_bitwise_the_dense_result() {
         println!("{layout:?}: grid memory {m:?}");
         assert!(m.in_use < m.reserved, "{layout:?}: {m:?}");
     }
+}
+
+/// mpm99 on the pointer -> bitmasked grid: the CPU and Vulkan agree within the tolerance of
+/// `tests/mpm99.rs` (float atomics add in a different order on each backend). Also prints the
+/// time of a Vulkan substep on the sparse and the dense grid.
+#[test]
+fn mpm99_sparse_grid_cpu_and_vulkan_agree() {
+    use mpm::scenes::mpm99::{GridLayout, Mpm99};
+    const SUBSTEPS: usize = 200;
+    let Some(vk) = vulkan() else { return };
+    let run = |be: &BackendRef, layout| {
+        let mut sim = Mpm99::with_grid(be, 7, layout).expect("scene");
+        // Warm up (shader compilation), then time.
+        sim.substep().expect("substep");
+        let t0 = std::time::Instant::now();
+        for _ in 1..SUBSTEPS {
+            sim.substep().expect("substep");
+        }
+        let x = sim.x.download().expect("x");
+        let per_step = t0.elapsed() / (SUBSTEPS as u32 - 1);
+        (x, per_step)
+    };
+    let (on_cpu, cpu_time) = run(&backend::cpu(), GridLayout::PointerBitmasked);
+    let (on_gpu, vk_time) = run(&vk, GridLayout::PointerBitmasked);
+    let (_, vk_dense_time) = run(&vk, GridLayout::Dense);
+    println!(
+        "mpm99 substep: cpu sparse {cpu_time:?}, {} sparse {vk_time:?}, dense {vk_dense_time:?}",
+        vk.describe()
+    );
+    let diffs: Vec<f32> = on_cpu
+        .iter()
+        .zip(&on_gpu)
+        .map(|(a, b)| (*a - *b).length())
+        .collect();
+    let max = diffs.iter().cloned().fold(0.0, f32::max);
+    let mean = diffs.iter().sum::<f32>() / diffs.len() as f32;
+    println!("pointer-bitmasked grid, cpu vs vulkan after {SUBSTEPS} substeps: max {max:e}, mean {mean:e}");
+    assert!(max < 1e-4, "max position difference {max}");
+    assert!(mean < 1e-5, "mean position difference {mean}");
+    no_validation_messages();
 }
