@@ -30,14 +30,9 @@ impl<'a> Sparse<'a> {
     }
 
     /// The cell index of `c` inside `block` at level `k`.
-    #[inline]
+    #[inline(always)]
     fn cell(&self, k: usize, block: u32, c: [u32; 3]) -> u32 {
-        let p = &self.plan.levels[k];
-        let mut local = 0;
-        for ((x, stride), shape) in c.iter().zip(p.stride).zip(p.level.shape) {
-            local = local * shape + (x / stride) % shape;
-        }
-        block * p.level.cells() + local
+        self.plan.levels[k].cell(block, c)
     }
 
     #[inline]
