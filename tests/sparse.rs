@@ -20,13 +20,17 @@ use proptest::prelude::*;
 /// The Vulkan backend with the validation layer, created once per test process; `None`
 /// (with the reason printed) where this machine has no Vulkan device.
 fn vulkan() -> Option<BackendRef> {
-    static VK: OnceLock<Option<BackendRef>> = OnceLock::new();
+    vulkan_impl().map(|b| b as BackendRef)
+}
+
+fn vulkan_impl() -> Option<Arc<VulkanBackend>> {
+    static VK: OnceLock<Option<Arc<VulkanBackend>>> = OnceLock::new();
     VK.get_or_init(|| {
         match VulkanBackend::new(VulkanOptions {
             validation: true,
             ..VulkanOptions::from_env()
         }) {
-            Ok(b) => Some(Arc::new(b) as BackendRef),
+            Ok(b) => Some(Arc::new(b)),
             Err(Error::Unavailable(m)) if !m.contains("MPM_VK_DEVICE") => {
                 eprintln!("SKIP: no Vulkan device, sparse layouts checked on the CPU only: {m}");
                 None
@@ -42,6 +46,40 @@ fn backends() -> Vec<BackendRef> {
     let mut v = vec![backend::cpu()];
     v.extend(vulkan());
     v
+}
+
+/// Every shader the Vulkan backend compiled so far (kernels on trees and the maintenance
+/// passes) passes `spirv-val`, when it is installed.
+fn spirv_valid() {
+    let Some(vk) = vulkan_impl() else { return };
+    if std::process::Command::new("spirv-val")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("note: spirv-val not found; SPIR-V not validated");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mpm-sparse-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (i, s) in vk.compiled_shaders().iter().enumerate() {
+        let path = dir.join(format!("{i}.spv"));
+        let bytes: Vec<u8> = s.spirv.iter().flat_map(|w| w.to_le_bytes()).collect();
+        std::fs::write(&path, bytes).expect("write");
+        let out = std::process::Command::new("spirv-val")
+            .args(["--target-env", "vulkan1.1"])
+            .arg(&path)
+            .output()
+            .expect("spirv-val runs");
+        assert!(
+            out.status.success(),
+            "spirv-val failed for {} loop {}: {}\n{}",
+            s.kernel,
+            s.loop_index,
+            String::from_utf8_lossy(&out.stderr),
+            s.glsl
+        );
+    }
 }
 
 /// No validation-layer message was reported (by any test of this process so far).
@@ -397,6 +435,7 @@ fn sparse_1d_and_3d_match_the_model() {
         check_1d_and_3d(&be);
     }
     no_validation_messages();
+    spirv_valid();
 }
 
 fn check_1d_and_3d(be: &BackendRef) {
@@ -488,6 +527,7 @@ fn full_pool_is_a_clear_error_and_blocks_are_reused() {
         check_full_pool(&be);
     }
     no_validation_messages();
+    spirv_valid();
 }
 
 fn check_full_pool(be: &BackendRef) {
@@ -660,4 +700,24 @@ fn mpm99_sparse_grid_cpu_and_vulkan_agree() {
     assert!(max < 1e-4, "max position difference {max}");
     assert!(mean < 1e-5, "mean position difference {mean}");
     no_validation_messages();
+}
+
+/// One fixed sequence of every operation on every 2-D layout, on Vulkan, then `spirv-val` on
+/// every shader compiled (the generated walks of each kind of tree, the maintenance passes).
+#[test]
+fn sparse_2d_shaders_are_valid_spirv() {
+    let Some(vk) = vulkan() else { return };
+    let ops = [
+        Op::Write(vec![(1, 2, 0.5), (9, 9, 1.0), (15, 0, -2.0)]),
+        Op::Add(vec![(1, 2, 0.25), (4, 4, 0.75), (4, 4, 0.25)]),
+        Op::Activate(vec![(12, 3)]),
+        Op::Deactivate(vec![(9, 9), (0, 0)]),
+        Op::DeactivateAll,
+        Op::Add(vec![(3, 3, 1.0)]),
+    ];
+    for layout in layouts_2d() {
+        check_2d(&vk, &layout, &ops).expect("kernels run");
+    }
+    no_validation_messages();
+    spirv_valid();
 }
