@@ -187,6 +187,13 @@ fn probe3(f: &Field<f32, 3>, active: &mut Field<i32, 3>, visits: &mut Field<i32,
     }
 }
 
+#[kernel]
+fn double_active2(src: &Field<f32, 2>, dst: &mut Field<f32, 2>) {
+    for c in src.active() {
+        dst[c] = src[c] * 2.0;
+    }
+}
+
 /// The reference: active units and the values of written elements.
 struct Model<const D: usize> {
     /// Elements per unit along each axis (None: all dense, always active).
@@ -720,4 +727,59 @@ fn sparse_2d_shaders_are_valid_spirv() {
     }
     no_validation_messages();
     spirv_valid();
+}
+
+/// Two trees with the same layout in one launch, and deactivation clearing a field of the tree
+/// that the kernel was not given.
+#[test]
+fn two_trees_in_one_launch_and_fields_outside_the_kernel() {
+    for be in backends() {
+        let layout = Layout::<2>::root()
+            .pointer([4, 4])
+            .bitmasked([2, 2])
+            .dense([2, 2]);
+        let (ta, tb) = (
+            Tree::new(&be, layout.clone()).unwrap(),
+            Tree::new(&be, layout.clone()).unwrap(),
+        );
+        let mut src = Field::<f32, 2>::place(&ta).unwrap();
+        let mut dst = Field::<f32, 2>::place(&tb).unwrap();
+        let mut other = Field::<f32, 2>::place(&tb).unwrap();
+        let cells = |v: &[(i32, i32)]| {
+            let idx: Vec<IVec2> = v.iter().map(|(x, y)| IVec2::new(*x, *y)).collect();
+            Field::from_slice(&be, [idx.len() as u32], &idx).unwrap()
+        };
+        let vals = |v: &[f32]| Field::from_slice(&be, [v.len() as u32], v).unwrap();
+        write2(
+            &mut src,
+            &cells(&[(0, 0), (5, 9), (15, 15)]),
+            &vals(&[1.0, 2.0, 3.0]),
+        )
+        .unwrap();
+        write2(
+            &mut other,
+            &cells(&[(5, 9), (5, 8), (12, 0)]),
+            &vals(&[4.0, 5.0, 6.0]),
+        )
+        .unwrap();
+        double_active2(&src, &mut dst).unwrap();
+        let d = dst.download().unwrap();
+        let at = |x: usize, y: usize| x * 16 + y;
+        assert_eq!(d[at(0, 0)], 2.0, "{}", be.describe());
+        assert_eq!(d[at(5, 9)], 4.0, "{}", be.describe());
+        assert_eq!(d[at(15, 15)], 6.0, "{}", be.describe());
+        assert_eq!(d.iter().filter(|v| **v != 0.0).count(), 3);
+        // Deactivating (5, 9) through `dst` clears its unit (2x2 cells) in `other` too.
+        deactivate2(&mut dst, &cells(&[(5, 9)])).unwrap();
+        let o = other.download().unwrap();
+        assert_eq!(o[at(5, 9)], 0.0, "{}", be.describe());
+        assert_eq!(o[at(5, 8)], 0.0, "{}", be.describe());
+        assert_eq!(o[at(12, 0)], 6.0, "{}", be.describe());
+        // The unit is zero when written again (its old data was cleared, not just hidden).
+        write2(&mut dst, &cells(&[(4, 8)]), &vals(&[1.0])).unwrap();
+        let o = other.download().unwrap();
+        assert_eq!(o[at(5, 8)], 0.0, "{}", be.describe());
+        assert_eq!(o[at(5, 9)], 0.0, "{}", be.describe());
+    }
+    no_validation_messages();
 }
