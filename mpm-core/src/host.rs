@@ -225,7 +225,7 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
         if let Some(base) = self.locate(index) {
             let mut w = [0u32; 16];
             value.write_words(&mut w[..T::WORDS]);
-            let float = T::ty().scalar() == Some(Scalar::F32);
+            let float = T::SCALAR == Scalar::F32;
             for (k, word) in w[..T::WORDS].iter().enumerate() {
                 let cell = &self.words[base + k];
                 if float {

@@ -38,12 +38,15 @@ pub fn svd2(f: Mat2) -> (Mat2, Vec2, Mat2) {
     let a = s.x_axis.x;
     let b = s.y_axis.x;
     let d = s.y_axis.y;
+    // One Jacobi rotation: tan(theta) is the smaller root of t^2 + 2 tau t - 1 = 0 with
+    // tau = (a - d) / 2b (Golub and Van Loan, section 8.5.2); no trigonometry needed.
     let mut c = 1.0;
     let mut sn = 0.0;
     if abs(b) > 1e-30 {
-        let theta = 0.5 * atan2(2.0 * b, a - d);
-        c = cos(theta);
-        sn = sin(theta);
+        let tau = (a - d) / (2.0 * b);
+        let t = 1.0 / (tau + select(tau >= 0.0, 1.0, -1.0) * sqrt(tau * tau + 1.0));
+        c = 1.0 / sqrt(t * t + 1.0);
+        sn = t * c;
     }
     let v = mat2(vec2(c, sn), vec2(-sn, c));
     let s1 = c * c * a + 2.0 * c * sn * b + sn * sn * d;

@@ -564,7 +564,7 @@ pub fn atomic_sub<T: crate::host::AtomicAdd, const D: usize, A: IntoExpr<T>>(
     value: A,
 ) {
     let value = value.into_expr();
-    let negated = if T::ty().scalar() == Some(Scalar::F32) {
+    let negated = if T::SCALAR == Scalar::F32 {
         Expr::<T>::new(ExprKind::Unary(UnOp::Neg, value.id))
     } else {
         let zero = constant(T::zero());

@@ -64,6 +64,8 @@ pub trait Value: Copy + 'static {
 pub trait Elem: Value + PartialEq + std::fmt::Debug + Send + Sync {
     /// Number of 32-bit words per element.
     const WORDS: usize;
+    /// The scalar kind of every word.
+    const SCALAR: Scalar;
     fn write_words(&self, out: &mut [u32]);
     fn read_words(words: &[u32]) -> Self;
     /// All words zero (unlike glam's `Default`, which makes matrices the identity).
@@ -74,36 +76,48 @@ pub trait Elem: Value + PartialEq + std::fmt::Debug + Send + Sync {
 
 impl Elem for f32 {
     const WORDS: usize = 1;
+    const SCALAR: Scalar = Scalar::F32;
+    #[inline(always)]
     fn write_words(&self, out: &mut [u32]) {
         out[0] = self.to_bits();
     }
+    #[inline(always)]
     fn read_words(w: &[u32]) -> Self {
         f32::from_bits(w[0])
     }
 }
 impl Elem for i32 {
     const WORDS: usize = 1;
+    const SCALAR: Scalar = Scalar::I32;
+    #[inline(always)]
     fn write_words(&self, out: &mut [u32]) {
         out[0] = *self as u32;
     }
+    #[inline(always)]
     fn read_words(w: &[u32]) -> Self {
         w[0] as i32
     }
 }
 impl Elem for u32 {
     const WORDS: usize = 1;
+    const SCALAR: Scalar = Scalar::U32;
+    #[inline(always)]
     fn write_words(&self, out: &mut [u32]) {
         out[0] = *self;
     }
+    #[inline(always)]
     fn read_words(w: &[u32]) -> Self {
         w[0]
     }
 }
 impl Elem for bool {
     const WORDS: usize = 1;
+    const SCALAR: Scalar = Scalar::Bool;
+    #[inline(always)]
     fn write_words(&self, out: &mut [u32]) {
         out[0] = *self as u32;
     }
+    #[inline(always)]
     fn read_words(w: &[u32]) -> Self {
         w[0] != 0
     }
@@ -139,12 +153,15 @@ macro_rules! vector_elem {
         }
         impl Elem for $t {
             const WORDS: usize = $n;
-            fn write_words(&self, out: &mut [u32]) {
+            const SCALAR: Scalar = Scalar::$s;
+            #[inline(always)]
+    fn write_words(&self, out: &mut [u32]) {
                 let mut k = 0;
                 $( self.$f.write_words(&mut out[k..]); k += 1; )*
                 let _ = k;
             }
-            fn read_words(w: &[u32]) -> Self {
+            #[inline(always)]
+    fn read_words(w: &[u32]) -> Self {
                 let mut k = 0;
                 $( let $f = <$comp>::read_words(&w[k..]); k += 1; )*
                 let _ = k;
@@ -170,11 +187,14 @@ macro_rules! matrix_elem {
         }
         impl Elem for $t {
             const WORDS: usize = $n * $n;
+            const SCALAR: Scalar = Scalar::F32;
+            #[inline(always)]
             fn write_words(&self, out: &mut [u32]) {
                 for (o, v) in out.iter_mut().zip(self.to_cols_array()) {
                     *o = v.to_bits();
                 }
             }
+            #[inline(always)]
             fn read_words(w: &[u32]) -> Self {
                 let mut a = [0.0f32; $n * $n];
                 for (d, s) in a.iter_mut().zip(w) {
