@@ -681,13 +681,22 @@ fn mpm99_sparse_grid_cpu_and_vulkan_agree() {
         let mut sim = Mpm99::with_grid(be, 7, layout).expect("scene");
         // Warm up (shader compilation), then time.
         sim.substep().expect("substep");
+        be.reset_profile();
         let t0 = std::time::Instant::now();
         for _ in 1..SUBSTEPS {
             sim.substep().expect("substep");
         }
-        let x = sim.x.download().expect("x");
         let per_step = t0.elapsed() / (SUBSTEPS as u32 - 1);
-        (x, per_step)
+        let kernels: std::time::Duration = be.profile().iter().map(|p| p.total).sum();
+        for p in be.profile() {
+            println!("  loop {} {:?}", p.loop_index, p.total / p.calls as u32);
+        }
+        println!(
+            "{} {layout:?}: {per_step:?} a substep, of which {:?} in the kernel's loops",
+            be.describe(),
+            kernels / (SUBSTEPS as u32 - 1)
+        );
+        (sim.x.download().expect("x"), per_step)
     };
     let (on_cpu, cpu_time) = run(&backend::cpu(), GridLayout::PointerBitmasked);
     let (on_gpu, vk_time) = run(&vk, GridLayout::PointerBitmasked);

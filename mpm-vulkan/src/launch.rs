@@ -318,6 +318,8 @@ impl Runtime {
             local_size: LOCAL_SIZE,
             field_trees,
             trees,
+            // `MPM_VK_NO_SUBGROUPS=1`: sparse activation without subgroup election (every
+            // contender for an empty pointer slot takes a block), for comparison and debugging.
             subgroups: caps.subgroup_ballot && std::env::var_os("MPM_VK_NO_SUBGROUPS").is_none(),
         };
         let sources = glsl::generate(kernel, &opts)
