@@ -144,6 +144,37 @@ impl LevelPlan {
         };
         block * self.level.cells() + local
     }
+
+    /// The inverse of [`cell`](Self::cell): the block, and the element coordinates of the
+    /// cell's corner relative to the block.
+    #[inline(always)]
+    pub fn split(&self, cell: u32) -> (u32, [u32; 3]) {
+        let s = self.level.shape;
+        match self.pow2 {
+            Some((shift, bits)) => {
+                let block = cell >> (bits[0] + bits[1] + bits[2]);
+                let d2 = cell & (s[2] - 1);
+                let d1 = (cell >> bits[2]) & (s[1] - 1);
+                let d0 = (cell >> (bits[1] + bits[2])) & (s[0] - 1);
+                (block, [d0 << shift[0], d1 << shift[1], d2 << shift[2]])
+            }
+            None => {
+                let cells = self.level.cells();
+                let (block, local) = (cell / cells, cell % cells);
+                let d2 = local % s[2];
+                let d1 = (local / s[2]) % s[1];
+                let d0 = local / (s[1] * s[2]);
+                (
+                    block,
+                    [
+                        d0 * self.stride[0],
+                        d1 * self.stride[1],
+                        d2 * self.stride[2],
+                    ],
+                )
+            }
+        }
+    }
 }
 
 /// The allocator of the blocks below one pointer level.
@@ -384,6 +415,7 @@ mod tests {
                 for k in 0..4096u32 {
                     let c = [k % 16, (k / 16) % 16, k / 256];
                     assert_eq!(p.cell(3, c), slow.cell(3, c), "{p:?} at {c:?}");
+                    assert_eq!(p.split(k), slow.split(k), "{p:?} splitting {k}");
                 }
             }
         }

@@ -163,11 +163,9 @@ impl<'a> Sparse<'a> {
             if p.level.kind == LevelKind::Bitmasked && !self.bit(p.table, cell) {
                 return None;
             }
-            let cells = p.level.cells();
-            let (block, mut local) = (cell / cells, cell % cells);
-            for a in (0..3).rev() {
-                coords[a] += (local % p.level.shape[a]) * p.stride[a];
-                local /= p.level.shape[a];
+            let (block, local) = p.split(cell);
+            for (c, d) in coords.iter_mut().zip(local) {
+                *c += d;
             }
             if k == 0 {
                 return (block == 0).then_some(coords);
