@@ -414,23 +414,8 @@ impl Runtime {
                     )
                     .map_err(|r| vk_err("vkAllocateDescriptorSets", r))?[0];
                 for words in &spirv {
-                    let module = d
-                        .create_shader_module(
-                            &vk::ShaderModuleCreateInfo::default().code(words),
-                            None,
-                        )
-                        .map_err(|r| vk_err("vkCreateShaderModule", r))?;
-                    let stage = vk::PipelineShaderStageCreateInfo::default()
-                        .stage(vk::ShaderStageFlags::COMPUTE)
-                        .module(module)
-                        .name(c"main");
-                    let ci = [vk::ComputePipelineCreateInfo::default()
-                        .stage(stage)
-                        .layout(kp.layout)];
-                    let p = d.create_compute_pipelines(self.pipeline_cache, &ci, None);
-                    d.destroy_shader_module(module, None);
-                    let p = p.map_err(|(_, r)| vk_err("vkCreateComputePipelines", r))?;
-                    kp.pipelines.push(p[0]);
+                    kp.pipelines
+                        .push(compute_pipeline(d, self.pipeline_cache, kp.layout, words)?);
                 }
             }
             Ok(())
@@ -962,23 +947,8 @@ impl Runtime {
                     .map_err(|r| vk_err("vkCreatePipelineLayout", r))?;
                 for (pass, words) in spirv.iter().enumerate() {
                     let Some(words) = words else { continue };
-                    let module = d
-                        .create_shader_module(
-                            &vk::ShaderModuleCreateInfo::default().code(words),
-                            None,
-                        )
-                        .map_err(|r| vk_err("vkCreateShaderModule", r))?;
-                    let stage = vk::PipelineShaderStageCreateInfo::default()
-                        .stage(vk::ShaderStageFlags::COMPUTE)
-                        .module(module)
-                        .name(c"main");
-                    let ci = [vk::ComputePipelineCreateInfo::default()
-                        .stage(stage)
-                        .layout(mp.layout)];
-                    let p = d.create_compute_pipelines(self.pipeline_cache, &ci, None);
-                    d.destroy_shader_module(module, None);
-                    let p = p.map_err(|(_, r)| vk_err("vkCreateComputePipelines", r))?;
-                    mp.pipelines[pass] = Some(p[0]);
+                    mp.pipelines[pass] =
+                        Some(compute_pipeline(d, self.pipeline_cache, mp.layout, words)?);
                 }
             }
             Ok(())
@@ -1155,5 +1125,36 @@ impl Drop for Runtime {
             d.destroy_fence(self.fence, None);
             d.destroy_command_pool(self.pool, None);
         }
+    }
+}
+
+/// Creates a compute pipeline (entry point `main`) from SPIR-V words.
+///
+/// # Safety
+/// `cache` and `layout` must be live objects of the device `d`; the caller destroys the
+/// returned pipeline.
+unsafe fn compute_pipeline(
+    d: &ash::Device,
+    cache: vk::PipelineCache,
+    layout: vk::PipelineLayout,
+    words: &[u32],
+) -> Result<vk::Pipeline> {
+    // SAFETY: a valid create info over SPIR-V validated by shaderc; the module is destroyed
+    // right after pipeline creation, which keeps no reference to it.
+    unsafe {
+        let module = d
+            .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(words), None)
+            .map_err(|r| vk_err("vkCreateShaderModule", r))?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main");
+        let ci = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(layout)];
+        let p = d.create_compute_pipelines(cache, &ci, None);
+        d.destroy_shader_module(module, None);
+        let p = p.map_err(|(_, r)| vk_err("vkCreateComputePipelines", r))?;
+        Ok(p[0])
     }
 }
