@@ -7,7 +7,7 @@ use mpm_core::glam::{IVec2, Mat2, Vec2};
 use mpm_core::rng::rand_f32;
 use mpm_core::{kernel, BackendRef, Field, Layout, Memory, Result, Tree};
 
-use crate::scenes::mpm99::quadratic_weights;
+use crate::scenes::mpm99::quadratic_stencil;
 
 /// How the grid is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,10 +56,7 @@ pub fn p2g(
     p_mass: f32,
 ) {
     for p in x.indices() {
-        let xp = x[p] * inv_dx;
-        let base = (xp - Vec2::splat(0.5)).as_ivec2();
-        let fx = xp - base.as_vec2();
-        let w = quadratic_weights(fx);
+        let (base, fx, w) = quadratic_stencil(x[p] * inv_dx);
         let momentum = p_mass * v[p];
         let affine = p_mass * c[p];
         for i in 0..3 {
@@ -107,10 +104,7 @@ pub fn g2p(
     dt: f32,
 ) {
     for p in x.indices() {
-        let xp = x[p] * inv_dx;
-        let base = (xp - Vec2::splat(0.5)).as_ivec2();
-        let fx = xp - base.as_vec2();
-        let w = quadratic_weights(fx);
+        let (base, fx, w) = quadratic_stencil(x[p] * inv_dx);
         let mut new_v = Vec2::ZERO;
         let mut new_c = Mat2::ZERO;
         for i in 0..3 {

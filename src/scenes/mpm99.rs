@@ -25,6 +25,15 @@ pub fn quadratic_weights(fx: Vec2) -> [Vec2; 3] {
     [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c]
 }
 
+/// The 3x3 stencil of a particle at `xp` (in cells): its base node, its offset from that
+/// node, and the quadratic B-spline weights per axis.
+#[func]
+pub fn quadratic_stencil(xp: Vec2) -> (IVec2, Vec2, [Vec2; 3]) {
+    let base = (xp - Vec2::splat(0.5)).as_ivec2();
+    let fx = xp - base.as_vec2();
+    (base, fx, quadratic_weights(fx))
+}
+
 /// Physical constants of a run, as kernel scalars.
 #[derive(Clone, Copy, Debug)]
 pub struct Params {
@@ -87,10 +96,7 @@ pub fn substep(
         grid_m[cell] = 0.0;
     }
     for p in x.indices() {
-        let xp = x[p] * inv_dx;
-        let base = (xp - Vec2::splat(0.5)).as_ivec2();
-        let fx = xp - base.as_vec2();
-        let w = quadratic_weights(fx);
+        let (base, fx, w) = quadratic_stencil(x[p] * inv_dx);
         let mut fp = (Mat2::IDENTITY + dt * c[p]) * f[p];
         let mat = material[p];
         let mut h = exp(10.0 * (1.0 - jp[p]));
@@ -157,10 +163,7 @@ pub fn substep(
         }
     }
     for p in x.indices() {
-        let xp = x[p] * inv_dx;
-        let base = (xp - Vec2::splat(0.5)).as_ivec2();
-        let fx = xp - base.as_vec2();
-        let w = quadratic_weights(fx);
+        let (base, fx, w) = quadratic_stencil(x[p] * inv_dx);
         let mut new_v = Vec2::ZERO;
         let mut new_c = Mat2::ZERO;
         for i in 0..3 {
