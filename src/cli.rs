@@ -9,6 +9,8 @@ use clap::Args;
 use crate::backend::{self, Choice};
 use crate::render;
 use crate::scenes::mpm99::Mpm99;
+use crate::scenes::Scene;
+use mpm_core::BackendRef;
 
 /// Flags every example takes.
 #[derive(Args, Debug, Clone)]
@@ -43,17 +45,20 @@ pub fn report(result: Result<(), Box<dyn std::error::Error>>) -> ExitCode {
 
 /// Runs Taichi's mpm99 scene with the given flags.
 pub fn run_mpm99(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
+    run_scene(args, |b| Ok(Box::new(Mpm99::new(b, args.seed)?)))
+}
+
+/// Runs a scene with the common flags: `--bench` measures throughput, `--out` writes a PNG
+/// per frame.
+pub fn run_scene(
+    args: &RunArgs,
+    make: impl FnOnce(&BackendRef) -> mpm_core::Result<Box<dyn Scene>>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let backend = backend::select(args.backend)?;
-    let mut sim = Mpm99::new(&backend, args.seed)?;
-    let particles = sim.x.len();
-    let per_frame = sim.substeps_per_frame();
-    let grid_bytes = sim.grid_v.bytes() + sim.grid_m.bytes();
-    let particle_bytes = sim.x.bytes()
-        + sim.v.bytes()
-        + sim.c.bytes()
-        + sim.f.bytes()
-        + sim.jp.bytes()
-        + sim.material.bytes();
+    let mut sim = make(&backend)?;
+    let particles = sim.particles();
+    let per_frame = sim.substeps_per_frame().max(1);
+    let (grid_bytes, particle_bytes) = sim.memory();
 
     if args.bench {
         // Warm up: compiles pipelines on Vulkan, faults pages in on the CPU.
@@ -65,7 +70,7 @@ pub fn run_mpm99(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         for _ in 0..args.steps {
             sim.substep()?;
         }
-        let _ = sim.x.download()?; // waits for the device
+        let _ = sim.frame()?; // waits for the device
         let secs = start.elapsed().as_secs_f64();
         println!("backend: {}", backend.describe());
         for t in backend.profile() {
@@ -98,14 +103,13 @@ pub fn run_mpm99(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create output folder {}: {e}", dir.display()))?;
     }
-    let materials = sim.material.download()?;
     let start = Instant::now();
     let mut frames = 0;
     for step in 1..=args.steps {
         sim.substep()?;
         if step % per_frame == 0 || step == args.steps {
             if let Some(dir) = &args.out {
-                let x = sim.x.download()?;
+                let (x, materials) = sim.frame()?;
                 let path = dir.join(format!("frame_{frames:05}.png"));
                 render::save_png(&render::particles_2d(&x, &materials, 512), &path)
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

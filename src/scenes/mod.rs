@@ -1,4 +1,88 @@
 //! Benchmark scenes reproduced from Taichi's examples.
 
 pub mod blob;
+pub mod jfluid;
 pub mod mpm99;
+
+use mpm_core::glam::Vec2;
+use mpm_core::Result;
+
+/// What the example runner needs of a scene.
+pub trait Scene {
+    fn particles(&self) -> usize;
+    fn substep(&mut self) -> Result<()>;
+    /// Substeps between two rendered frames.
+    fn substeps_per_frame(&self) -> usize;
+    /// Particle positions in the unit square (3D scenes: seen along z) and material ids.
+    fn frame(&self) -> Result<(Vec<Vec2>, Vec<i32>)>;
+    /// Bytes of the grid fields and of the particle fields.
+    fn memory(&self) -> (usize, usize);
+}
+
+impl Scene for mpm99::Mpm99 {
+    fn particles(&self) -> usize {
+        self.x.len()
+    }
+    fn substep(&mut self) -> Result<()> {
+        mpm99::Mpm99::substep(self)
+    }
+    fn substeps_per_frame(&self) -> usize {
+        mpm99::Mpm99::substeps_per_frame(self)
+    }
+    fn frame(&self) -> Result<(Vec<Vec2>, Vec<i32>)> {
+        Ok((self.x.download()?, self.material.download()?))
+    }
+    fn memory(&self) -> (usize, usize) {
+        let grid = self.grid_v.bytes() + self.grid_m.bytes();
+        let particles = self.x.bytes()
+            + self.v.bytes()
+            + self.c.bytes()
+            + self.f.bytes()
+            + self.jp.bytes()
+            + self.material.bytes();
+        (grid, particles)
+    }
+}
+
+impl Scene for jfluid::Mpm88 {
+    fn particles(&self) -> usize {
+        self.x.len()
+    }
+    fn substep(&mut self) -> Result<()> {
+        jfluid::Mpm88::substep(self)
+    }
+    fn substeps_per_frame(&self) -> usize {
+        50
+    }
+    fn frame(&self) -> Result<(Vec<Vec2>, Vec<i32>)> {
+        Ok((self.x.download()?, vec![0; self.x.len()]))
+    }
+    fn memory(&self) -> (usize, usize) {
+        (
+            self.grid_v.bytes() + self.grid_m.bytes(),
+            self.x.bytes() + self.v.bytes() + self.c.bytes() + self.j.bytes(),
+        )
+    }
+}
+
+impl Scene for jfluid::Mpm3d {
+    fn particles(&self) -> usize {
+        self.x.len()
+    }
+    fn substep(&mut self) -> Result<()> {
+        jfluid::Mpm3d::substep(self)
+    }
+    fn substeps_per_frame(&self) -> usize {
+        25
+    }
+    fn frame(&self) -> Result<(Vec<Vec2>, Vec<i32>)> {
+        let x = self.x.download()?;
+        Ok((x.iter().map(|p| p.truncate()).collect(), vec![0; x.len()]))
+    }
+    fn memory(&self) -> (usize, usize) {
+        (
+            self.grid_v.bytes() + self.grid_m.bytes(),
+            self.x.bytes() + self.v.bytes() + self.c.bytes() + self.j.bytes(),
+        )
+    }
+}
