@@ -12,6 +12,7 @@ pub mod kernel;
 pub mod lang;
 pub mod layout;
 pub mod linalg;
+pub mod materials;
 pub mod rng;
 pub mod sparse;
 pub mod trace;

@@ -1,0 +1,67 @@
+//! Sand: Drucker-Prager plasticity by return mapping in Hencky (logarithmic) strain
+//! (Klar et al. 2016, "Drucker-Prager elastoplasticity for sand animation", section 7.3,
+//! their Algorithm 2), with the elastic response of St. Venant-Kirchhoff in Hencky strain.
+//!
+//! `alpha = sqrt(2/3) * 2 sin(phi) / (3 - sin(phi))` for friction angle `phi`. Cohesion `c`
+//! shifts the yield surface's apex to tension `ln(1 + c)` per axis (a common extension:
+//! the strain is shifted by the cohesion before the cone test and back after it).
+
+use glam::{Mat2, Mat3, Vec2, Vec3};
+
+use crate::func;
+
+/// Drucker-Prager's cone coefficient for a friction angle in radians.
+#[func]
+pub fn drucker_prager_alpha(friction_angle: f32) -> f32 {
+    let s = sin(friction_angle);
+    0.8164966 * 2.0 * s / (3.0 - s)
+}
+
+/// The projected deformation gradient of a 2D sand particle.
+#[func]
+pub fn sand_plasticity_2d(f: Mat2, mu: f32, lambda: f32, alpha: f32, cohesion: f32) -> Mat2 {
+    let (u, sig, v) = svd(f);
+    let shift = ln(1.0 + cohesion);
+    let eps = vec2(ln(max(abs(sig.x), 1e-6)), ln(max(abs(sig.y), 1e-6))) - Vec2::splat(shift);
+    let tr = eps.x + eps.y;
+    let dev = eps - Vec2::splat(tr / 2.0);
+    let dev_norm = length(dev);
+    let mut projected = eps;
+    if tr >= 0.0 {
+        // Tension beyond the apex: no elastic strain left.
+        projected = Vec2::ZERO;
+    } else if dev_norm > 1e-12 {
+        let dgamma = dev_norm + (2.0 * lambda + 2.0 * mu) / (2.0 * mu) * tr * alpha;
+        if dgamma > 0.0 {
+            projected = eps - (dgamma / dev_norm) * dev;
+        }
+    }
+    let h = projected + Vec2::splat(shift);
+    u * Mat2::from_diagonal(vec2(exp(h.x), exp(h.y))) * transpose(v)
+}
+
+/// The projected deformation gradient of a 3D sand particle.
+#[func]
+pub fn sand_plasticity_3d(f: Mat3, mu: f32, lambda: f32, alpha: f32, cohesion: f32) -> Mat3 {
+    let (u, sig, v) = svd(f);
+    let shift = ln(1.0 + cohesion);
+    let eps = vec3(
+        ln(max(abs(sig.x), 1e-6)),
+        ln(max(abs(sig.y), 1e-6)),
+        ln(max(abs(sig.z), 1e-6)),
+    ) - Vec3::splat(shift);
+    let tr = eps.x + eps.y + eps.z;
+    let dev = eps - Vec3::splat(tr / 3.0);
+    let dev_norm = length(dev);
+    let mut projected = eps;
+    if tr >= 0.0 {
+        projected = Vec3::ZERO;
+    } else if dev_norm > 1e-12 {
+        let dgamma = dev_norm + (3.0 * lambda + 2.0 * mu) / (2.0 * mu) * tr * alpha;
+        if dgamma > 0.0 {
+            projected = eps - (dgamma / dev_norm) * dev;
+        }
+    }
+    let h = projected + Vec3::splat(shift);
+    u * Mat3::from_diagonal(vec3(exp(h.x), exp(h.y), exp(h.z))) * transpose(v)
+}
