@@ -60,6 +60,31 @@ pub fn tree_binding(t: usize, n: usize) -> u32 {
     1 + (2 * n + t) as u32
 }
 
+/// Binding of the active-block buffer of tree `t`, given `n` fields and `trees` trees.
+pub fn active_binding(t: usize, n: usize, trees: usize) -> u32 {
+    1 + (2 * n + trees + t) as u32
+}
+
+/// Per loop of `kernel`: the tree whose active-block list drives it (an `active()` loop over
+/// a field of a sparse tree), else `None`.
+pub fn active_loop_trees(
+    kernel: &Kernel,
+    field_trees: &[Option<u32>],
+    trees: &[Structure],
+) -> Vec<Option<usize>> {
+    kernel
+        .loops
+        .iter()
+        .map(|lp| match lp.domain {
+            LoopDomain::Active(f) => {
+                let t = (*field_trees.get(f as usize)?)? as usize;
+                sparse::is_sparse(trees.get(t)?).then_some(t)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Number of push-constant words: start and count of the loop, then the scalars.
 pub fn push_words(kernel: &Kernel) -> u32 {
     2 + kernel.scalars.iter().map(Ty::words).sum::<u32>()
@@ -785,11 +810,29 @@ impl<'k> Printer<'k> {
             "    uint mpm_id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * {ls}u + gl_LocalInvocationID.x;"
         )
         .unwrap();
-        out.push_str("    if (mpm_id >= pc.w[1]) {\n        return;\n    }\n");
+        let active_tree = match lp.domain {
+            LoopDomain::Active(f) => self
+                .opts
+                .tree(f as usize)
+                .filter(|(_, plan)| sparse::is_sparse(plan)),
+            _ => None,
+        };
+        if active_tree.is_none() {
+            out.push_str("    if (mpm_id >= pc.w[1]) {\n        return;\n    }\n");
+        }
         let vty = self.k.var(lp.var).ty.clone();
         let t = self.ty(&vty);
         let name = self.var(lp.var);
         let init = match &lp.domain {
+            LoopDomain::Active(f) if active_tree.is_some() => {
+                let (tr, plan) = active_tree.expect("checked");
+                out.push_str(&sparse::active_loop_prologue(tr, plan));
+                match self.opts.shapes[*f as usize].len() {
+                    0 | 1 => format!("{t}(mpm_c.x)"),
+                    2 => format!("{t}(mpm_c.xy)"),
+                    _ => format!("{t}(mpm_c)"),
+                }
+            }
             LoopDomain::Range => match vty {
                 Ty::Scalar(Scalar::U32) => "pc.w[0] + mpm_id".to_string(),
                 _ => format!("{t}(int(pc.w[0]) + int(mpm_id))"),
@@ -897,6 +940,19 @@ impl<'k> Printer<'k> {
         }
         for (t, plan) in self.opts.trees.iter().enumerate() {
             d.push_str(&sparse::tree_declaration(t, tree_binding(t, n), plan));
+        }
+        let mut active: Vec<usize> =
+            active_loop_trees(self.k, self.opts.field_trees, self.opts.trees)
+                .into_iter()
+                .flatten()
+                .collect();
+        active.sort_unstable();
+        active.dedup();
+        for t in active {
+            d.push_str(&sparse::active_declaration(
+                t,
+                active_binding(t, n, self.opts.trees.len()),
+            ));
         }
         self.scalar_defines(&mut d);
         d

@@ -44,6 +44,26 @@ struct MaintPipelines {
     pipelines: [Option<vk::Pipeline>; 2],
 }
 
+/// The compaction pipelines of one tree plan (binding 0 the structure, binding 1 the
+/// active-block buffer): pass 0 lists the live leaf blocks, pass 1 writes the indirect dispatch.
+struct ActivePipelines {
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipelines: [vk::Pipeline; 2],
+}
+
+/// What an `active()` loop over a sparse tree needs in one launch.
+#[derive(Clone, Copy)]
+struct ActiveStep {
+    set: vk::DescriptorSet,
+    layout: vk::PipelineLayout,
+    pipelines: [vk::Pipeline; 2],
+    /// The active-block buffer (its first words are the indirect dispatch).
+    buffer: vk::Buffer,
+    /// Workgroups of the compaction pass (one invocation per leaf block).
+    groups: (u32, u32),
+}
+
 /// Everything of the backend that needs exclusive access (command pool, caches, profile).
 pub(crate) struct Runtime {
     ctx: Arc<Context>,
@@ -59,6 +79,14 @@ pub(crate) struct Runtime {
     traced: HashMap<String, Arc<Kernel>>,
     kernels: HashMap<KernelKey, KernelPipelines>,
     maintenance: HashMap<(Structure, Vec<usize>), MaintPipelines>,
+    /// Compaction pipelines of `active()` loops, per tree plan.
+    active_pipelines: HashMap<Structure, ActivePipelines>,
+    /// Active-block buffers, one per tree plan (the loops of a launch run one after another,
+    /// so trees of the same plan share it).
+    active_buffers: HashMap<Structure, GpuBuffer>,
+    /// Descriptor sets of the compaction passes, reset at every launch.
+    active_pool: vk::DescriptorPool,
+    active_pool_sets: u32,
     /// Descriptor sets of the maintenance passes, reset at every launch.
     maint_pool: vk::DescriptorPool,
     maint_pool_size: (u32, u32),
@@ -119,6 +147,10 @@ impl Runtime {
             traced: HashMap::new(),
             kernels: HashMap::new(),
             maintenance: HashMap::new(),
+            active_pipelines: HashMap::new(),
+            active_buffers: HashMap::new(),
+            active_pool: vk::DescriptorPool::null(),
+            active_pool_sets: 0,
             maint_pool: vk::DescriptorPool::null(),
             maint_pool_size: (0, 0),
             tree_status: None,
@@ -351,6 +383,15 @@ impl Runtime {
         for t in 0..trees.len() {
             bindings.push(glsl::tree_binding(t, n));
         }
+        let mut active: Vec<usize> = glsl::active_loop_trees(kernel, field_trees, trees)
+            .into_iter()
+            .flatten()
+            .collect();
+        active.sort_unstable();
+        active.dedup();
+        for t in active {
+            bindings.push(glsl::active_binding(t, n, trees.len()));
+        }
         let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = bindings
             .iter()
             .map(|&b| {
@@ -522,6 +563,8 @@ impl Runtime {
             let kp = self.build(&kernel, &qname, &key.1, &key.2, &key.3)?;
             self.kernels.insert(key.clone(), kp);
         }
+        let loop_trees = glsl::active_loop_trees(&kernel, &key.2, &key.3);
+        let active_steps = self.prepare_active(&qname, &trees, &loop_trees)?;
         let kp = &self.kernels[&key];
         let (set, layout, pipelines, push_words) =
             (kp.set, kp.layout, kp.pipelines.clone(), kp.push_words);
@@ -558,6 +601,18 @@ impl Runtime {
                     range: vk::WHOLE_SIZE,
                 }],
             ));
+        }
+        for (t, step) in active_steps.iter().enumerate() {
+            if let Some(step) = step {
+                infos.push((
+                    glsl::active_binding(t, n, trees.len()),
+                    [vk::DescriptorBufferInfo {
+                        buffer: step.buffer,
+                        offset: 0,
+                        range: vk::WHOLE_SIZE,
+                    }],
+                ));
+            }
         }
         let writes: Vec<vk::WriteDescriptorSet> = infos
             .iter()
@@ -599,7 +654,8 @@ impl Runtime {
             push.push(r.start as u32);
             push.push(r.count as u32);
             push.extend_from_slice(args.scalars);
-            dispatches.push((groups, gx, gy, push));
+            let active = loop_trees[l].and_then(|t| active_steps[t]);
+            dispatches.push((groups, gx, gy, push, active));
         }
         let maint = self.prepare_maintenance(&qname, &trees)?;
         let status_buf = self.tree_status.as_ref().map(|b| b.buffer);
@@ -612,7 +668,7 @@ impl Runtime {
                 if ts {
                     d.cmd_reset_query_pool(cmd, queries, 0, 2 * loops);
                 }
-                for (l, (groups, gx, gy, push)) in dispatches.iter().enumerate() {
+                for (l, (groups, gx, gy, push, active)) in dispatches.iter().enumerate() {
                     if ts {
                         d.cmd_write_timestamp(
                             cmd,
@@ -620,6 +676,9 @@ impl Runtime {
                             queries,
                             2 * l as u32,
                         );
+                    }
+                    if let Some(a) = active {
+                        record_compaction(d, cmd, a);
                     }
                     if *groups > 0 {
                         d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipelines[l]);
@@ -638,7 +697,10 @@ impl Runtime {
                             0,
                             bytemuck::cast_slice(push),
                         );
-                        d.cmd_dispatch(cmd, *gx, *gy, 1);
+                        match active {
+                            Some(a) => d.cmd_dispatch_indirect(cmd, a.buffer, 0),
+                            None => d.cmd_dispatch(cmd, *gx, *gy, 1),
+                        }
                     }
                     if ts {
                         d.cmd_write_timestamp(
@@ -754,6 +816,192 @@ impl Runtime {
             });
         }
         Ok(())
+    }
+
+    /// For each tree of the launch that drives an `active()` loop: builds (or finds) its
+    /// compaction pipelines and active-block buffer, and writes a descriptor set for them.
+    fn prepare_active(
+        &mut self,
+        qname: &str,
+        trees: &[&dyn TreeArg],
+        loop_trees: &[Option<usize>],
+    ) -> Result<Vec<Option<ActiveStep>>> {
+        let mut out = vec![None; trees.len()];
+        let wanted: Vec<usize> = (0..trees.len())
+            .filter(|t| loop_trees.contains(&Some(*t)))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let d = self.ctx.device.clone();
+        let sets = wanted.len() as u32;
+        // SAFETY: no set of the pool is in use by a pending command buffer (every submit is
+        // waited on).
+        unsafe {
+            if self.active_pool == vk::DescriptorPool::null() || self.active_pool_sets < sets {
+                d.destroy_descriptor_pool(self.active_pool, None);
+                self.active_pool = vk::DescriptorPool::null();
+                let size = (sets * 2).max(8);
+                let sizes = [vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::STORAGE_BUFFER,
+                    descriptor_count: 2 * size,
+                }];
+                self.active_pool = d
+                    .create_descriptor_pool(
+                        &vk::DescriptorPoolCreateInfo::default()
+                            .max_sets(size)
+                            .pool_sizes(&sizes),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreateDescriptorPool", r))?;
+                self.active_pool_sets = size;
+            } else {
+                d.reset_descriptor_pool(self.active_pool, vk::DescriptorPoolResetFlags::empty())
+                    .map_err(|r| vk_err("vkResetDescriptorPool", r))?;
+            }
+        }
+        let caps = self.ctx.caps.clone();
+        for t in wanted {
+            let plan = trees[t].plan();
+            if !self.active_pipelines.contains_key(plan) {
+                let ap = self.build_active(plan)?;
+                self.active_pipelines.insert(plan.clone(), ap);
+            }
+            if !self.active_buffers.contains_key(plan) {
+                let buf = GpuBuffer::new(
+                    &self.ctx,
+                    sparse::active_words(plan),
+                    vk::BufferUsageFlags::STORAGE_BUFFER
+                        | vk::BufferUsageFlags::INDIRECT_BUFFER
+                        | vk::BufferUsageFlags::TRANSFER_DST,
+                    MemoryLocation::GpuOnly,
+                    "active blocks",
+                )?;
+                let (b, bytes) = (buf.buffer, buf.bytes);
+                // SAFETY: `b` is a live buffer with TRANSFER_DST usage; size is a multiple of 4.
+                self.one_shot(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, b, 0, bytes, 0) })?;
+                self.active_buffers.insert(plan.clone(), buf);
+            }
+            let ap = &self.active_pipelines[plan];
+            let buffer = self.active_buffers[plan].buffer;
+            let layouts = [ap.set_layout];
+            // SAFETY: the pool has room for every set of this launch.
+            let set = unsafe {
+                d.allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(self.active_pool)
+                        .set_layouts(&layouts),
+                )
+            }
+            .map_err(|r| vk_err("vkAllocateDescriptorSets", r))?[0];
+            let infos = [
+                [vk::DescriptorBufferInfo {
+                    buffer: downcast(&self.ctx, trees[t].structure(), qname)?.buffer,
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }],
+                [vk::DescriptorBufferInfo {
+                    buffer,
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }],
+            ];
+            let writes: Vec<vk::WriteDescriptorSet> = infos
+                .iter()
+                .enumerate()
+                .map(|(b, info)| {
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(set)
+                        .dst_binding(b as u32)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(info)
+                })
+                .collect();
+            // SAFETY: the set was just allocated and is not in use.
+            unsafe { d.update_descriptor_sets(&writes, &[]) };
+            let blocks = sparse::leaf_blocks(plan);
+            let groups = blocks.div_ceil(LOCAL_SIZE).max(1);
+            let gx = groups.min(caps.max_workgroup_count[0]).max(1);
+            let gy = groups.div_ceil(gx);
+            if gy > caps.max_workgroup_count[1] {
+                return Err(backend_err(format!(
+                    "kernel `{qname}`: {blocks} leaf blocks exceed the device's dispatch limits"
+                )));
+            }
+            out[t] = Some(ActiveStep {
+                set,
+                layout: ap.layout,
+                pipelines: ap.pipelines,
+                buffer,
+                groups: (gx, gy),
+            });
+        }
+        Ok(out)
+    }
+
+    fn build_active(&mut self, plan: &Structure) -> Result<ActivePipelines> {
+        let sources =
+            sparse::compaction_shaders(plan, LOCAL_SIZE, self.ctx.caps.max_workgroup_count[0]);
+        let name = "mpm_vulkan::active_blocks";
+        let mut spirv = Vec::new();
+        for (pass, src) in sources.iter().enumerate() {
+            let words = self
+                .shaders
+                .spirv(name, &format!("active_blocks_pass{pass}.comp"), src)?;
+            self.compiled.push(CompiledShader {
+                kernel: name.to_string(),
+                loop_index: pass,
+                glsl: src.clone(),
+                spirv: words.clone(),
+            });
+            spirv.push(words);
+        }
+        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..2)
+            .map(|b| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let d = &self.ctx.device;
+        let mut ap = ActivePipelines {
+            set_layout: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            pipelines: [vk::Pipeline::null(); 2],
+        };
+        let r = (|| -> Result<()> {
+            // SAFETY: valid create infos; the handles are stored in `ap` and destroyed by
+            // `destroy_active` on failure or at drop.
+            unsafe {
+                ap.set_layout = d
+                    .create_descriptor_set_layout(
+                        &vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreateDescriptorSetLayout", r))?;
+                let layouts = [ap.set_layout];
+                ap.layout = d
+                    .create_pipeline_layout(
+                        &vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts),
+                        None,
+                    )
+                    .map_err(|r| vk_err("vkCreatePipelineLayout", r))?;
+                for (pass, words) in spirv.iter().enumerate() {
+                    ap.pipelines[pass] =
+                        compute_pipeline(d, self.pipeline_cache, ap.layout, words)?;
+                }
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => Ok(ap),
+            Err(e) => {
+                destroy_active(d, &ap);
+                Err(e)
+            }
+        }
     }
 
     /// Builds (or finds) the maintenance pipelines of the launch's trees, allocates and
@@ -1071,6 +1319,62 @@ unsafe fn record_maintenance(
     }
 }
 
+/// Records the compaction of a tree's live leaf blocks and the writing of the indirect
+/// dispatch of the `active()` loop that follows (with the barriers up to that dispatch).
+///
+/// # Safety
+/// All handles are live; earlier writes to the structure were made visible to compute shaders.
+unsafe fn record_compaction(d: &ash::Device, cmd: vk::CommandBuffer, a: &ActiveStep) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        let barrier = |dst_stage, dst_access| {
+            let b = vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(dst_access);
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                dst_stage,
+                vk::DependencyFlags::empty(),
+                &[b],
+                &[],
+                &[],
+            );
+        };
+        d.cmd_bind_descriptor_sets(
+            cmd,
+            vk::PipelineBindPoint::COMPUTE,
+            a.layout,
+            0,
+            &[a.set],
+            &[],
+        );
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, a.pipelines[0]);
+        d.cmd_dispatch(cmd, a.groups.0, a.groups.1, 1);
+        barrier(
+            vk::PipelineStageFlags::COMPUTE_SHADER,
+            vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+        );
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, a.pipelines[1]);
+        d.cmd_dispatch(cmd, 1, 1, 1);
+        barrier(
+            vk::PipelineStageFlags::DRAW_INDIRECT | vk::PipelineStageFlags::COMPUTE_SHADER,
+            vk::AccessFlags::INDIRECT_COMMAND_READ | vk::AccessFlags::SHADER_READ,
+        );
+    }
+}
+
+fn destroy_active(d: &ash::Device, ap: &ActivePipelines) {
+    // SAFETY: as for `destroy_pipelines`.
+    unsafe {
+        for p in &ap.pipelines {
+            d.destroy_pipeline(*p, None);
+        }
+        d.destroy_pipeline_layout(ap.layout, None);
+        d.destroy_descriptor_set_layout(ap.set_layout, None);
+    }
+}
+
 fn destroy_maintenance(d: &ash::Device, mp: &MaintPipelines) {
     // SAFETY: as for `destroy_pipelines`.
     unsafe {
@@ -1110,6 +1414,12 @@ impl Drop for Runtime {
                 destroy_maintenance(d, mp);
             }
             self.maintenance.clear();
+            for ap in self.active_pipelines.values() {
+                destroy_active(d, ap);
+            }
+            self.active_pipelines.clear();
+            self.active_buffers.clear();
+            d.destroy_descriptor_pool(self.active_pool, None);
             d.destroy_descriptor_pool(self.maint_pool, None);
             self.tree_status = None;
             if self.pipeline_cache != vk::PipelineCache::null() {

@@ -214,13 +214,60 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool) -> String {
         "bool {tw}_coords(uint e, out uvec3 c) {{\n    c = uvec3(0u);\n    uint cell = e;\n    uint block;\n    uint local;"
     )
     .unwrap();
-    for k in (0..plan.levels.len()).rev() {
+    walk_up(&mut out, &tw, plan, last);
+    out.push_str("}\n");
+    out.push_str(&leaf_origin(t, plan));
+    out
+}
+
+/// `t{t}_leaf_origin(uint b, out uvec3 c)`: whether leaf block `b` (a block of the last
+/// level) is live, walking up through the owners and bits exactly as `t{t}_coords` does for
+/// its first cell but without the cell's own bit, and the coordinates of its first element.
+fn leaf_origin(t: usize, plan: &Structure) -> String {
+    let tw = format!("t{t}");
+    let mut out = String::new();
+    let last = plan.levels.len() - 1;
+    writeln!(
+        out,
+        "bool {tw}_leaf_origin(uint b, out uvec3 c) {{\n    c = uvec3(0u);\n    uint cell;\n    uint block = b;\n    uint local;"
+    )
+    .unwrap();
+    if last == 0 {
+        out.push_str("    return block == 0u;\n}\n");
+        return out;
+    }
+    parent_cell(&mut out, &tw, plan, last);
+    walk_up(&mut out, &tw, plan, last - 1);
+    out.push_str("}\n");
+    out
+}
+
+/// Sets `cell` to the cell of level `k - 1` that holds `block` of level `k` (returning false
+/// from the enclosing function when the block is free).
+fn parent_cell(out: &mut String, tw: &str, plan: &Structure, k: usize) {
+    let parent = &plan.levels[k - 1];
+    match &parent.pool {
+        Some(pool) => writeln!(
+            out,
+            "    {{\n        uint slot = {tw}.w[{}u + block];\n        if (slot == {EMPTY}) return false;\n        \
+             cell = slot - {}u;\n    }}",
+            pool.owner, parent.table
+        )
+        .unwrap(),
+        None => out.push_str("    cell = block;\n"),
+    }
+}
+
+/// Walks from `cell` (a cell index of level `top`) up to the root, adding each level's
+/// offsets to `c`; returns from the enclosing function.
+fn walk_up(out: &mut String, tw: &str, plan: &Structure, top: usize) {
+    for k in (0..=top).rev() {
         let p = &plan.levels[k];
         if p.level.kind == LevelKind::Bitmasked {
             writeln!(
                 out,
                 "    if (!{}) return false;",
-                bit_test(&tw, p.table, "cell")
+                bit_test(tw, p.table, "cell")
             )
             .unwrap();
         }
@@ -230,37 +277,30 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool) -> String {
             "    block = cell / {cells}u;\n    local = cell % {cells}u;"
         )
         .unwrap();
-        for a in (0..3).rev() {
-            let s = p.level.shape[a];
-            if s == 1 {
-                continue;
-            }
-            let ax = ["x", "y", "z"][a];
-            writeln!(
-                out,
-                "    c.{ax} += (local % {s}u) * {}u;\n    local /= {s}u;",
-                p.stride[a]
-            )
-            .unwrap();
-        }
+        local_offsets(out, p, "local");
         if k == 0 {
             out.push_str("    return block == 0u;\n");
             break;
         }
-        let parent = &plan.levels[k - 1];
-        match &parent.pool {
-            Some(pool) => writeln!(
-                out,
-                "    {{\n        uint slot = {tw}.w[{}u + block];\n        if (slot == {EMPTY}) return false;\n        \
-                 cell = slot - {}u;\n    }}",
-                pool.owner, parent.table
-            )
-            .unwrap(),
-            None => out.push_str("    cell = block;\n"),
-        }
+        parent_cell(out, tw, plan, k);
     }
-    out.push_str("}\n");
-    out
+}
+
+/// Adds to `c` the offsets of cell `local` (a variable, consumed) inside a block of `p`.
+fn local_offsets(out: &mut String, p: &LevelPlan, local: &str) {
+    for a in (0..3).rev() {
+        let s = p.level.shape[a];
+        if s == 1 {
+            continue;
+        }
+        let ax = ["x", "y", "z"][a];
+        writeln!(
+            out,
+            "    c.{ax} += ({local} % {s}u) * {}u;\n    {local} /= {s}u;",
+            p.stride[a]
+        )
+        .unwrap();
+    }
 }
 
 /// Whether a tree needs maintenance after a launch (it has pools or a deactivation queue).
@@ -393,4 +433,106 @@ pub fn maintenance_shaders(
         s
     });
     [apply, recycle]
+}
+
+/// Whether a tree has a pointer or bitmasked level, so that `active()` loops over its fields
+/// run over a compacted list of live leaf blocks.
+pub fn is_sparse(plan: &Structure) -> bool {
+    plan.levels.iter().any(|p| p.level.kind != LevelKind::Dense)
+}
+
+/// The active-block buffer of a tree: words 0..3 are the `VkDispatchIndirectCommand` of the
+/// `active()` loop, then the number of live leaf blocks, the compaction's counter (zero
+/// between launches) and the list of live leaf blocks.
+pub const ACTIVE_COUNT: u32 = 3;
+/// Word of the active-block buffer counting the blocks appended so far.
+pub const ACTIVE_COUNTER: u32 = 4;
+/// First word of the list of live leaf blocks.
+pub const ACTIVE_LIST: u32 = 5;
+
+/// Leaf blocks of a tree: the blocks of its last level.
+pub fn leaf_blocks(plan: &Structure) -> u32 {
+    plan.levels.last().map_or(1, |p| p.capacity)
+}
+
+/// Words of a tree's active-block buffer.
+pub fn active_words(plan: &Structure) -> usize {
+    ACTIVE_LIST as usize + leaf_blocks(plan) as usize
+}
+
+/// The active-block buffer declaration of tree `t` at `binding`.
+pub fn active_declaration(t: usize, binding: u32) -> String {
+    format!("layout(set = 0, binding = {binding}, std430) buffer Active{t} {{ uint w[]; }} a{t};\n")
+}
+
+/// The start of an `active()` loop over a field of sparse tree `t`: from the invocation id
+/// `mpm_id` (dispatched indirectly, one invocation per cell of each live leaf block), returns
+/// early past the end or on a cell whose bit is clear, else sets `uvec3 mpm_c`.
+pub fn active_loop_prologue(t: usize, plan: &Structure) -> String {
+    let leaf = plan.levels.last().expect("a layout has levels");
+    let cells = leaf.level.cells();
+    let mut out = format!(
+        "    if (mpm_id >= a{t}.w[{ACTIVE_COUNT}u] * {cells}u) {{\n        return;\n    }}\n    \
+         uint mpm_b = a{t}.w[{ACTIVE_LIST}u + mpm_id / {cells}u];\n    \
+         uint mpm_local = mpm_id % {cells}u;\n"
+    );
+    if leaf.level.kind == LevelKind::Bitmasked {
+        let e = format!("(mpm_b * {cells}u + mpm_local)");
+        writeln!(
+            out,
+            "    if (!{}) {{\n        return;\n    }}",
+            bit_test(&format!("t{t}"), leaf.table, &e)
+        )
+        .unwrap();
+    }
+    writeln!(
+        out,
+        "    uvec3 mpm_c;\n    if (!t{t}_leaf_origin(mpm_b, mpm_c)) {{\n        return;\n    }}\n    {{\n        uvec3 c = mpm_c;"
+    )
+    .unwrap();
+    let mut offsets = String::new();
+    local_offsets(&mut offsets, leaf, "mpm_local");
+    for line in offsets.lines() {
+        writeln!(out, "    {line}").unwrap();
+    }
+    out.push_str("        mpm_c = c;\n    }\n");
+    out
+}
+
+/// The two passes that build tree `plan`'s active-block list before an `active()` loop
+/// (binding 0 the structure, binding 1 the active-block buffer): pass 0, one invocation per
+/// leaf block, appends the live ones; pass 1, one invocation, writes the indirect dispatch of
+/// `cells per leaf block * count` invocations (split in 2-D beyond `max_groups_x` workgroups),
+/// keeps the count for the loop and resets the counter.
+pub fn compaction_shaders(plan: &Structure, local_size: u32, max_groups_x: u32) -> [String; 2] {
+    let mut head = format!("#version 450\nlayout(local_size_x = {local_size}) in;\n");
+    head.push_str(&tree_declaration(0, 0, plan));
+    head.push_str(&active_declaration(0, 1));
+    let id = format!(
+        "    uint mpm_id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * {local_size}u + gl_LocalInvocationID.x;\n"
+    );
+    let mut compact = head.clone();
+    compact.push_str(&leaf_origin(0, plan));
+    compact.push_str("void main() {\n");
+    compact.push_str(&id);
+    writeln!(
+        compact,
+        "    if (mpm_id >= {blocks}u) return;\n    uvec3 c;\n    if (!t0_leaf_origin(mpm_id, c)) return;\n    \
+         uint slot = atomicAdd(a0.w[{ACTIVE_COUNTER}u], 1u);\n    a0.w[{ACTIVE_LIST}u + slot] = mpm_id;\n}}",
+        blocks = leaf_blocks(plan)
+    )
+    .unwrap();
+    let cells = plan.levels.last().map_or(1, |p| p.level.cells());
+    let mut indirect = head;
+    writeln!(
+        indirect,
+        "void main() {{\n    if (gl_GlobalInvocationID.x != 0u) return;\n    \
+         uint n = a0.w[{ACTIVE_COUNTER}u];\n    a0.w[{ACTIVE_COUNTER}u] = 0u;\n    a0.w[{ACTIVE_COUNT}u] = n;\n    \
+         uint invocations = n * {cells}u;\n    \
+         uint groups = invocations / {local_size}u + (invocations % {local_size}u != 0u ? 1u : 0u);\n    \
+         uint gx = min(groups, {max_groups_x}u);\n    \
+         a0.w[0] = gx;\n    a0.w[1] = gx == 0u ? 1u : (groups + gx - 1u) / gx;\n    a0.w[2] = 1u;\n}}"
+    )
+    .unwrap();
+    [compact, indirect]
 }
