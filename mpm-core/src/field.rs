@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::backend::{BackendRef, Buffer, FieldArg, TreeArg};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Structure};
+use crate::sparse::Sparse;
 use crate::types::{from_words, to_words, Elem};
+use std::sync::atomic::AtomicU32;
 
 /// A field of `D` dimensions (0 to 3) holding elements of type `T`: dense, or placed on a
 /// sparse [`Tree`].
@@ -72,14 +74,23 @@ impl<const D: usize> Tree<D> {
         Ok(())
     }
 
-    /// The structure's memory and, per field of `words_per_element`, the elements' memory.
+    /// A host copy of the structure words, for the host-side algorithms of
+    /// [`crate::sparse`] (memory accounting, dense downloads).
+    fn structure_words(&self) -> Result<Vec<AtomicU32>> {
+        Ok(self
+            .backend
+            .read(&*self.structure)?
+            .into_iter()
+            .map(AtomicU32::new)
+            .collect())
+    }
+
+    /// The structure's memory and, for every field placed on the tree, the elements' memory.
     pub fn memory(&self) -> Result<Memory> {
-        let words = self.backend.read(&*self.structure)?;
-        let atomics: Vec<std::sync::atomic::AtomicU32> =
-            words.into_iter().map(Into::into).collect();
-        let sparse = crate::sparse::Sparse {
+        let words = self.structure_words()?;
+        let sparse = Sparse {
             plan: &self.plan,
-            words: &atomics,
+            words: &words,
         };
         let in_use_elements = sparse.elements_in_use();
         let mut m = Memory {
@@ -153,14 +164,14 @@ impl<T: Elem, const D: usize> Field<T, D> {
         let in_use = match &self.tree {
             None => reserved,
             Some(t) => {
-                let words = self.backend.read(t.structure())?;
-                let atomics: Vec<std::sync::atomic::AtomicU32> =
-                    words.into_iter().map(Into::into).collect();
-                let sparse = crate::sparse::Sparse {
+                let words = t.structure_words()?;
+                Sparse {
                     plan: &t.plan,
-                    words: &atomics,
-                };
-                sparse.elements_in_use() * T::WORDS as u64 * 4
+                    words: &words,
+                }
+                .elements_in_use()
+                    * T::WORDS as u64
+                    * 4
             }
         };
         Ok(Memory { reserved, in_use })
@@ -229,13 +240,8 @@ impl<T: Elem, const D: usize> Field<T, D> {
                 ),
             });
         }
-        let words: Vec<std::sync::atomic::AtomicU32> = self
-            .backend
-            .read(tree.structure())?
-            .into_iter()
-            .map(Into::into)
-            .collect();
-        let sparse = crate::sparse::Sparse {
+        let words = tree.structure_words()?;
+        let sparse = Sparse {
             plan: &tree.plan,
             words: &words,
         };
