@@ -1,6 +1,7 @@
 //! Fields: typed, shaped arrays that live on a backend.
 
 use std::marker::PhantomData;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::backend::{BackendRef, Buffer, FieldArg, TreeArg};
@@ -8,7 +9,6 @@ use crate::error::{Error, Result};
 use crate::layout::{Layout, Structure};
 use crate::sparse::Sparse;
 use crate::types::{from_words, to_words, Elem};
-use std::sync::atomic::AtomicU32;
 
 /// A field of `D` dimensions (0 to 3) holding elements of type `T`: dense, or placed on a
 /// sparse [`Tree`].

@@ -5,10 +5,10 @@
 //! hardening h = exp(10 (1 - Jp)) (jelly h = 0.3, water mu = 0), snow's singular values
 //! clamped to [1 - 2.5e-2, 1 + 4.5e-3], quadratic B-splines, walls 3 cells thick.
 
-use mpm_core::glam::{IVec2, Mat2, Vec2};
-use mpm_core::rng::rand_f32;
 use std::sync::Arc;
 
+use mpm_core::glam::{IVec2, Mat2, Vec2};
+use mpm_core::rng::rand_f32;
 use mpm_core::{func, kernel, BackendRef, Field, Layout, Result, Tree};
 
 /// Material ids of the scene.
