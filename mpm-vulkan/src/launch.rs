@@ -36,20 +36,17 @@ struct KernelPipelines {
 /// Pipelines of a kernel are specialised for the field shapes and the layout trees.
 type KernelKey = (String, Vec<Vec<u32>>, Vec<Option<u32>>, Vec<Structure>);
 
-/// The maintenance pipelines of one tree plan with fields of the given words per element.
-struct MaintPipelines {
+/// The pipelines of two helper passes over one tree plan: storage buffers at bindings
+/// 0.., no push constants, and a pipeline per pass (`None` where the plan needs no pass).
+///
+/// * maintenance (fields of the given words per element): pass 0 applies the deactivation
+///   queue, pass 1 recycles blocks;
+/// * compaction (binding 0 the structure, binding 1 the active-block buffer): pass 0 lists
+///   the live leaf blocks, pass 1 writes the indirect dispatch.
+struct PassPipelines {
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
-    /// Pass 0: apply the deactivation queue; pass 1: recycle blocks.
     pipelines: [Option<vk::Pipeline>; 2],
-}
-
-/// The compaction pipelines of one tree plan (binding 0 the structure, binding 1 the
-/// active-block buffer): pass 0 lists the live leaf blocks, pass 1 writes the indirect dispatch.
-struct ActivePipelines {
-    set_layout: vk::DescriptorSetLayout,
-    layout: vk::PipelineLayout,
-    pipelines: [vk::Pipeline; 2],
 }
 
 /// What an `active()` loop over a sparse tree needs in one launch.
@@ -78,9 +75,9 @@ pub(crate) struct Runtime {
     pub shaders: ShaderCache,
     traced: HashMap<String, Arc<Kernel>>,
     kernels: HashMap<KernelKey, KernelPipelines>,
-    maintenance: HashMap<(Structure, Vec<usize>), MaintPipelines>,
+    maintenance: HashMap<(Structure, Vec<usize>), PassPipelines>,
     /// Compaction pipelines of `active()` loops, per tree plan.
-    active_pipelines: HashMap<Structure, ActivePipelines>,
+    active_pipelines: HashMap<Structure, PassPipelines>,
     /// Active-block buffers, one per tree plan (the loops of a launch run one after another,
     /// so trees of the same plan share it).
     active_buffers: HashMap<Structure, GpuBuffer>,
@@ -928,10 +925,15 @@ impl Runtime {
                     "kernel `{qname}`: {blocks} leaf blocks exceed the device's dispatch limits"
                 )));
             }
+            let [Some(list), Some(indirect)] = ap.pipelines else {
+                return Err(backend_err(format!(
+                    "kernel `{qname}`: compaction pipelines are missing"
+                )));
+            };
             out[t] = Some(ActiveStep {
                 set,
                 layout: ap.layout,
-                pipelines: ap.pipelines,
+                pipelines: [list, indirect],
                 buffer,
                 groups: (gx, gy),
             });
@@ -939,69 +941,15 @@ impl Runtime {
         Ok(out)
     }
 
-    fn build_active(&mut self, plan: &Structure) -> Result<ActivePipelines> {
+    fn build_active(&mut self, plan: &Structure) -> Result<PassPipelines> {
         let sources =
             sparse::compaction_shaders(plan, LOCAL_SIZE, self.ctx.caps.max_workgroup_count[0]);
         let name = "mpm_vulkan::active_blocks";
-        let mut spirv = Vec::new();
+        let mut spirv = [None, None];
         for (pass, src) in sources.iter().enumerate() {
-            let words = self
-                .shaders
-                .spirv(name, &format!("active_blocks_pass{pass}.comp"), src)?;
-            self.compiled.push(CompiledShader {
-                kernel: name.to_string(),
-                loop_index: pass,
-                glsl: src.clone(),
-                spirv: words.clone(),
-            });
-            spirv.push(words);
+            spirv[pass] = Some(self.helper_spirv(name, "active_blocks", pass, src)?);
         }
-        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..2)
-            .map(|b| {
-                vk::DescriptorSetLayoutBinding::default()
-                    .binding(b)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
-            })
-            .collect();
-        let d = &self.ctx.device;
-        let mut ap = ActivePipelines {
-            set_layout: vk::DescriptorSetLayout::null(),
-            layout: vk::PipelineLayout::null(),
-            pipelines: [vk::Pipeline::null(); 2],
-        };
-        let r = (|| -> Result<()> {
-            // SAFETY: valid create infos; the handles are stored in `ap` and destroyed by
-            // `destroy_active` on failure or at drop.
-            unsafe {
-                ap.set_layout = d
-                    .create_descriptor_set_layout(
-                        &vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings),
-                        None,
-                    )
-                    .map_err(|r| vk_err("vkCreateDescriptorSetLayout", r))?;
-                let layouts = [ap.set_layout];
-                ap.layout = d
-                    .create_pipeline_layout(
-                        &vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts),
-                        None,
-                    )
-                    .map_err(|r| vk_err("vkCreatePipelineLayout", r))?;
-                for (pass, words) in spirv.iter().enumerate() {
-                    ap.pipelines[pass] =
-                        compute_pipeline(d, self.pipeline_cache, ap.layout, words)?;
-                }
-            }
-            Ok(())
-        })();
-        match r {
-            Ok(()) => Ok(ap),
-            Err(e) => {
-                destroy_active(d, &ap);
-                Err(e)
-            }
-        }
+        self.build_passes(2, &spirv)
     }
 
     /// Builds (or finds) the maintenance pipelines of the launch's trees, allocates and
@@ -1144,24 +1092,35 @@ impl Runtime {
         &mut self,
         plan: &Structure,
         per_element: &[usize],
-    ) -> Result<MaintPipelines> {
+    ) -> Result<PassPipelines> {
         let sources = sparse::maintenance_shaders(plan, per_element, LOCAL_SIZE);
         let name = "mpm_vulkan::maintenance";
         let mut spirv = [None, None];
         for (pass, src) in sources.iter().enumerate() {
             let Some(src) = src else { continue };
-            let words = self
-                .shaders
-                .spirv(name, &format!("maintenance_pass{pass}.comp"), src)?;
-            self.compiled.push(CompiledShader {
-                kernel: name.to_string(),
-                loop_index: pass,
-                glsl: src.clone(),
-                spirv: words.clone(),
-            });
-            spirv[pass] = Some(words);
+            spirv[pass] = Some(self.helper_spirv(name, "maintenance", pass, src)?);
         }
-        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..=per_element.len() as u32)
+        self.build_passes(per_element.len() as u32 + 1, &spirv)
+    }
+
+    /// Compiles (or finds in the caches) one helper pass and lists it among the compiled
+    /// shaders.
+    fn helper_spirv(&mut self, name: &str, stem: &str, pass: usize, src: &str) -> Result<Vec<u32>> {
+        let words = self
+            .shaders
+            .spirv(name, &format!("{stem}_pass{pass}.comp"), src)?;
+        self.compiled.push(CompiledShader {
+            kernel: name.to_string(),
+            loop_index: pass,
+            glsl: src.to_string(),
+            spirv: words.clone(),
+        });
+        Ok(words)
+    }
+
+    /// Creates the pipelines of helper passes over `bindings` storage buffers.
+    fn build_passes(&self, bindings: u32, spirv: &[Option<Vec<u32>>; 2]) -> Result<PassPipelines> {
+        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..bindings)
             .map(|b| {
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(b)
@@ -1171,23 +1130,23 @@ impl Runtime {
             })
             .collect();
         let d = &self.ctx.device;
-        let mut mp = MaintPipelines {
+        let mut pp = PassPipelines {
             set_layout: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
             pipelines: [None, None],
         };
         let r = (|| -> Result<()> {
-            // SAFETY: valid create infos; the handles are stored in `mp` and destroyed by
-            // `destroy_maintenance` on failure or at drop.
+            // SAFETY: valid create infos; the handles are stored in `pp` and destroyed by
+            // `destroy_passes` on failure or at drop.
             unsafe {
-                mp.set_layout = d
+                pp.set_layout = d
                     .create_descriptor_set_layout(
                         &vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings),
                         None,
                     )
                     .map_err(|r| vk_err("vkCreateDescriptorSetLayout", r))?;
-                let layouts = [mp.set_layout];
-                mp.layout = d
+                let layouts = [pp.set_layout];
+                pp.layout = d
                     .create_pipeline_layout(
                         &vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts),
                         None,
@@ -1195,16 +1154,16 @@ impl Runtime {
                     .map_err(|r| vk_err("vkCreatePipelineLayout", r))?;
                 for (pass, words) in spirv.iter().enumerate() {
                     let Some(words) = words else { continue };
-                    mp.pipelines[pass] =
-                        Some(compute_pipeline(d, self.pipeline_cache, mp.layout, words)?);
+                    pp.pipelines[pass] =
+                        Some(compute_pipeline(d, self.pipeline_cache, pp.layout, words)?);
                 }
             }
             Ok(())
         })();
         match r {
-            Ok(()) => Ok(mp),
+            Ok(()) => Ok(pp),
             Err(e) => {
-                destroy_maintenance(d, &mp);
+                destroy_passes(d, &pp);
                 Err(e)
             }
         }
@@ -1364,25 +1323,14 @@ unsafe fn record_compaction(d: &ash::Device, cmd: vk::CommandBuffer, a: &ActiveS
     }
 }
 
-fn destroy_active(d: &ash::Device, ap: &ActivePipelines) {
+fn destroy_passes(d: &ash::Device, pp: &PassPipelines) {
     // SAFETY: as for `destroy_pipelines`.
     unsafe {
-        for p in &ap.pipelines {
+        for p in pp.pipelines.iter().flatten() {
             d.destroy_pipeline(*p, None);
         }
-        d.destroy_pipeline_layout(ap.layout, None);
-        d.destroy_descriptor_set_layout(ap.set_layout, None);
-    }
-}
-
-fn destroy_maintenance(d: &ash::Device, mp: &MaintPipelines) {
-    // SAFETY: as for `destroy_pipelines`.
-    unsafe {
-        for p in mp.pipelines.iter().flatten() {
-            d.destroy_pipeline(*p, None);
-        }
-        d.destroy_pipeline_layout(mp.layout, None);
-        d.destroy_descriptor_set_layout(mp.set_layout, None);
+        d.destroy_pipeline_layout(pp.layout, None);
+        d.destroy_descriptor_set_layout(pp.set_layout, None);
     }
 }
 
@@ -1411,11 +1359,11 @@ impl Drop for Runtime {
             }
             self.kernels.clear();
             for mp in self.maintenance.values() {
-                destroy_maintenance(d, mp);
+                destroy_passes(d, mp);
             }
             self.maintenance.clear();
             for ap in self.active_pipelines.values() {
-                destroy_active(d, ap);
+                destroy_passes(d, ap);
             }
             self.active_pipelines.clear();
             self.active_buffers.clear();
