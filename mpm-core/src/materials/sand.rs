@@ -65,3 +65,25 @@ pub fn sand_plasticity_3d(f: Mat3, mu: f32, lambda: f32, alpha: f32, cohesion: f
     let h = projected + Vec3::splat(shift);
     u * Mat3::from_diagonal(vec3(exp(h.x), exp(h.y), exp(h.z))) * transpose(v)
 }
+
+/// Kirchhoff stress of St. Venant-Kirchhoff in Hencky strain, the elastic law under sand's
+/// plasticity: `tau = U (2 mu ln(S) + lambda tr(ln S) I) U^T` (Klar et al. 2016, eq. 26).
+#[func]
+pub fn hencky_stress_2d(f: Mat2, mu: f32, lambda: f32) -> Mat2 {
+    let (u, sig, _v) = svd(f);
+    let eps = vec2(ln(max(abs(sig.x), 1e-6)), ln(max(abs(sig.y), 1e-6)));
+    let s = 2.0 * mu * eps + Vec2::splat(lambda * (eps.x + eps.y));
+    u * Mat2::from_diagonal(s) * transpose(u)
+}
+
+#[func]
+pub fn hencky_stress_3d(f: Mat3, mu: f32, lambda: f32) -> Mat3 {
+    let (u, sig, _v) = svd(f);
+    let eps = vec3(
+        ln(max(abs(sig.x), 1e-6)),
+        ln(max(abs(sig.y), 1e-6)),
+        ln(max(abs(sig.z), 1e-6)),
+    );
+    let s = 2.0 * mu * eps + Vec3::splat(lambda * (eps.x + eps.y + eps.z));
+    u * Mat3::from_diagonal(s) * transpose(u)
+}

@@ -1,0 +1,152 @@
+//! Domain walls and colliders as the host describes them, and their table on the device.
+
+use glam::Vec4;
+
+use super::kernels;
+use crate::{Error, Result};
+
+/// What a wall or collider does to the grid velocity at nodes inside it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Condition {
+    /// Velocity relative to the surface becomes zero.
+    Sticky,
+    /// The normal part goes; the tangential part keeps sliding (less friction).
+    Slip { friction: f32 },
+    /// Like slip, but only while moving into the surface: material may leave it.
+    Separate { friction: f32 },
+}
+
+impl Condition {
+    /// `(condition code, friction)` as the kernels see them.
+    pub(crate) fn code(&self) -> Result<(i32, f32)> {
+        let (code, friction) = match *self {
+            Condition::Sticky => (kernels::STICKY, 0.0),
+            Condition::Slip { friction } => (kernels::SLIP, friction),
+            Condition::Separate { friction } => (kernels::SEPARATE, friction),
+        };
+        if !(friction.is_finite() && friction >= 0.0) {
+            return Err(Error::InvalidParameter(format!(
+                "friction coefficient {friction} must be finite and >= 0"
+            )));
+        }
+        Ok((code, friction))
+    }
+}
+
+/// Walls `thickness` cells thick on every side of the domain.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Walls {
+    pub thickness: u32,
+    pub condition: Condition,
+}
+
+impl Default for Walls {
+    /// Taichi's walls: three cells, separating, no friction.
+    fn default() -> Self {
+        Walls {
+            thickness: 3,
+            condition: Condition::Separate { friction: 0.0 },
+        }
+    }
+}
+
+/// A collider's shape; in 2D the third coordinate is ignored.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shape {
+    /// The half space behind a plane through `point` with outward `normal`.
+    Plane { point: [f32; 3], normal: [f32; 3] },
+    /// An axis-aligned box.
+    Box { centre: [f32; 3], half: [f32; 3] },
+    Sphere { centre: [f32; 3], radius: f32 },
+}
+
+/// A rigid collider moving at a prescribed velocity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Collider {
+    pub shape: Shape,
+    pub condition: Condition,
+    pub velocity: [f32; 3],
+}
+
+impl Collider {
+    pub fn fixed(shape: Shape, condition: Condition) -> Self {
+        Collider {
+            shape,
+            condition,
+            velocity: [0.0; 3],
+        }
+    }
+
+    /// Moves the collider by its velocity over `dt`.
+    pub(crate) fn advance(&mut self, dt: f32) {
+        let v = self.velocity;
+        let shift = |p: &mut [f32; 3]| {
+            for a in 0..3 {
+                p[a] += v[a] * dt;
+            }
+        };
+        match &mut self.shape {
+            Shape::Plane { point, .. } => shift(point),
+            Shape::Box { centre, .. } | Shape::Sphere { centre, .. } => shift(centre),
+        }
+    }
+
+    pub(crate) fn is_moving(&self) -> bool {
+        self.velocity != [0.0; 3]
+    }
+
+    /// Checks the shape: finite numbers, a non-zero normal, positive sizes.
+    pub(crate) fn validate(&self) -> Result<()> {
+        self.condition.code()?;
+        let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
+        let bad = |what: &str| Err(Error::InvalidParameter(format!("collider {what}: {self:?}")));
+        if !finite(&self.velocity) {
+            return bad("velocity is not finite");
+        }
+        match self.shape {
+            Shape::Plane { point, normal } => {
+                if !finite(&point) || !finite(&normal) {
+                    return bad("plane is not finite");
+                }
+                if normal.iter().map(|x| x * x).sum::<f32>() < 1e-12 {
+                    return bad("plane normal is zero");
+                }
+            }
+            Shape::Box { centre, half } => {
+                if !finite(&centre) || !half.iter().all(|h| h.is_finite() && *h > 0.0) {
+                    return bad("box needs a finite centre and half extents > 0");
+                }
+            }
+            Shape::Sphere { centre, radius } => {
+                if !finite(&centre) || !(radius.is_finite() && radius > 0.0) {
+                    return bad("sphere needs a finite centre and radius > 0");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The collider's four table rows.
+    pub(crate) fn rows(&self) -> [Vec4; 4] {
+        let (code, friction) = self.condition.code().unwrap_or((kernels::STICKY, 0.0));
+        let v3 = |a: [f32; 3], w: f32| Vec4::new(a[0], a[1], a[2], w);
+        let (shape, at, extra) = match self.shape {
+            Shape::Plane { point, normal } => {
+                let len = normal.iter().map(|x| x * x).sum::<f32>().sqrt();
+                (
+                    kernels::PLANE,
+                    v3(point, 0.0),
+                    v3(normal.map(|x| x / len), 0.0),
+                )
+            }
+            Shape::Box { centre, half } => (kernels::BOX, v3(centre, 0.0), v3(half, 0.0)),
+            Shape::Sphere { centre, radius } => (kernels::SPHERE, v3(centre, radius), Vec4::ZERO),
+        };
+        [
+            Vec4::new(shape as f32, code as f32, friction, 0.0),
+            at,
+            extra,
+            v3(self.velocity, 0.0),
+        ]
+    }
+}

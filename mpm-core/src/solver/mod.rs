@@ -1,0 +1,646 @@
+//! The MLS-MPM solver, written in the engine's own kernel language so that it runs on every
+//! backend and grid layout, in 2D (`Solver2`) and 3D (`Solver3`).
+//!
+//! A substep clears the grid, scatters particle momentum and stress to it (P2G), applies
+//! gravity, colliders and walls on the grid, gathers velocities back (G2P, APIC with an
+//! optional FLIP blend) and updates deformation and stress per material. Any mix of materials
+//! shares one grid, which couples them. Users add their own materials by writing the stress
+//! of particles of a `Material::User` with a kernel of their own (`add_stress_hook`).
+
+pub mod boundary;
+pub mod kernels;
+pub mod material;
+pub mod particles;
+pub mod seeding;
+mod space;
+
+use std::sync::Arc;
+
+use glam::Vec4;
+
+pub use boundary::{Collider, Condition, Shape, Walls};
+pub use material::{Material, MaterialId, MaterialTable};
+pub use particles::{HostParticles, Particles};
+pub use seeding::{Region, Sampling};
+pub use space::{Space, D2, D3};
+
+use crate::{BackendRef, Elem, Error, Field, Layout, Result, Tree};
+
+/// The 2D solver.
+pub type Solver2 = Solver<D2, 2>;
+/// The 3D solver.
+pub type Solver3 = Solver<D3, 3>;
+
+/// Interpolation between particles and grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spline {
+    /// Quadratic B-spline, 3 nodes per axis.
+    Quadratic,
+    /// Cubic B-spline, 4 nodes per axis: smoother, 2.4 times the work in 3D.
+    Cubic,
+}
+
+/// How the time step is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TimeStep {
+    Fixed(f32),
+    /// `dt = min(cfl dx / max particle speed, cfl dx / fastest elastic wave, max)`.
+    Adaptive { cfl: f32, max: f32 },
+}
+
+/// How the grid is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridLayout {
+    Dense,
+    /// Pointer level over blocks of `block` cells per axis, dense (or bitmasked) inside;
+    /// `reserve` blocks in the pool.
+    Sparse {
+        block: u32,
+        bitmasked: bool,
+        reserve: u32,
+    },
+}
+
+/// Everything a solver is built from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings<const D: usize> {
+    /// Grid cells per axis; the domain is `[0, res * dx)`.
+    pub res: [u32; D],
+    pub dx: f32,
+    pub gravity: [f32; D],
+    pub spline: Spline,
+    /// FLIP fraction of the particle velocity update (0: pure APIC).
+    pub flip: f32,
+    pub time_step: TimeStep,
+    pub walls: Walls,
+    pub grid: GridLayout,
+    /// Substeps between checks for divergence and removed particles (each check reads a
+    /// few words back from the device).
+    pub check_every: u32,
+    /// A particle faster than this many cells per substep counts as diverged.
+    pub max_cells_per_step: f32,
+}
+
+impl<const D: usize> Settings<D> {
+    /// A unit cube of `n` cells per axis, gravity 9.8 along -y, quadratic APIC, fixed `dt`.
+    pub fn new(n: u32, dt: f32) -> Self {
+        let mut gravity = [0.0; D];
+        gravity[1] = -9.8;
+        Settings {
+            res: [n; D],
+            dx: 1.0 / n as f32,
+            gravity,
+            spline: Spline::Quadratic,
+            flip: 0.0,
+            time_step: TimeStep::Fixed(dt),
+            walls: Walls::default(),
+            grid: GridLayout::Dense,
+            check_every: 10,
+            max_cells_per_step: 1.0,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidParameter(m));
+        if self.res.iter().any(|&r| r < 8) {
+            return bad(format!("grid resolution {:?}: at least 8 cells per axis", self.res));
+        }
+        if !(self.dx.is_finite() && self.dx > 0.0) {
+            return bad(format!("dx = {} must be finite and > 0", self.dx));
+        }
+        if !self.gravity.iter().all(|g| g.is_finite()) {
+            return bad(format!("gravity {:?} is not finite", self.gravity));
+        }
+        if !(0.0..=1.0).contains(&self.flip) {
+            return bad(format!("flip = {} must lie in [0, 1]", self.flip));
+        }
+        match self.time_step {
+            TimeStep::Fixed(dt) if !(dt.is_finite() && dt > 0.0) => {
+                return bad(format!("time step {dt} must be finite and > 0"))
+            }
+            TimeStep::Adaptive { cfl, max }
+                if !(cfl > 0.0 && cfl <= 1.0 && max.is_finite() && max > 0.0) =>
+            {
+                return bad(format!(
+                    "adaptive time step: cfl = {cfl} must lie in (0, 1], max = {max} must be > 0"
+                ))
+            }
+            _ => {}
+        }
+        self.walls.condition.code()?;
+        if 2 * self.walls.thickness + 4 > *self.res.iter().min().unwrap_or(&0) {
+            return bad(format!(
+                "walls {} cells thick leave no room in a grid of {:?}",
+                self.walls.thickness, self.res
+            ));
+        }
+        if !(self.max_cells_per_step.is_finite() && self.max_cells_per_step > 0.0) {
+            return bad(format!(
+                "max_cells_per_step = {} must be finite and > 0",
+                self.max_cells_per_step
+            ));
+        }
+        if self.check_every == 0 {
+            return bad("check_every must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// The background grid.
+pub struct Grid<V: crate::Elem, const D: usize> {
+    pub v: Field<V, D>,
+    /// Velocities before the grid update, for FLIP.
+    pub v0: Field<V, D>,
+    pub m: Field<f32, D>,
+    /// The layout tree of a sparse grid.
+    pub tree: Option<Arc<Tree<D>>>,
+}
+
+impl<V: crate::Elem, const D: usize> Grid<V, D> {
+    fn new(backend: &BackendRef, res: [u32; D], layout: GridLayout) -> Result<Self> {
+        match layout {
+            GridLayout::Dense => Ok(Grid {
+                v: Field::new(backend, res)?,
+                v0: Field::new(backend, res)?,
+                m: Field::new(backend, res)?,
+                tree: None,
+            }),
+            GridLayout::Sparse {
+                block,
+                bitmasked,
+                reserve,
+            } => {
+                if block == 0 || res.iter().any(|r| r % block != 0) {
+                    return Err(Error::InvalidParameter(format!(
+                        "sparse grid blocks of {block} cells must divide the resolution {res:?}"
+                    )));
+                }
+                let top = Layout::root().pointer(res.map(|r| r / block));
+                let layout = if bitmasked {
+                    top.bitmasked([block; D])
+                } else {
+                    top.dense([block; D])
+                };
+                let tree = Tree::new(backend, layout.reserve(reserve))?;
+                Ok(Grid {
+                    v: Field::place(&tree)?,
+                    v0: Field::place(&tree)?,
+                    m: Field::place(&tree)?,
+                    tree: Some(tree),
+                })
+            }
+        }
+    }
+
+    /// Bytes the grid holds (a sparse grid's reserved pool included).
+    pub fn bytes(&self) -> usize {
+        match &self.tree {
+            Some(t) => t.memory().map(|m| m.reserved as usize).unwrap_or(0),
+            None => self.v.bytes() + self.v0.bytes() + self.m.bytes(),
+        }
+    }
+}
+
+/// Particles added during a run: `region` is filled anew every `interval` seconds from
+/// `start` until `stop`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Emitter<const D: usize> {
+    pub region: Region<D>,
+    pub sampling: Sampling,
+    pub spacing: f32,
+    pub material: MaterialId,
+    pub velocity: [f32; D],
+    pub interval: f32,
+    pub start: f32,
+    pub stop: f32,
+}
+
+/// A user kernel that writes the stress of `Material::User` particles.
+pub type StressHook<V, M> = Box<dyn FnMut(&mut Particles<V, M>) -> Result<()> + Send>;
+
+/// Colliders one solver holds at most.
+pub const MAX_COLLIDERS: usize = 32;
+
+/// An MLS-MPM simulation on one backend.
+pub struct Solver<S: Space<D>, const D: usize> {
+    settings: Settings<D>,
+    backend: BackendRef,
+    pub particles: Particles<S::V, S::M>,
+    pub grid: Grid<S::V, D>,
+    pub materials: MaterialTable,
+    colliders: Vec<Collider>,
+    collider_table: Field<Vec4>,
+    status: Field<i32>,
+    speeds: Field<i32>,
+    emitters: Vec<(Emitter<D>, f64)>,
+    hooks: Vec<StressHook<S::V, S::M>>,
+    step: u64,
+    time: f64,
+    dt: f32,
+    /// An upper bound of the particle speed after the last substep (adaptive stepping).
+    speed_bound: f32,
+    seed: u32,
+}
+
+impl<S: Space<D>, const D: usize> Solver<S, D> {
+    pub fn new(backend: &BackendRef, settings: Settings<D>) -> Result<Self> {
+        settings.validate()?;
+        let dt = match settings.time_step {
+            TimeStep::Fixed(dt) => dt,
+            TimeStep::Adaptive { max, .. } => max,
+        };
+        let mut status = Field::new(backend, [kernels::STATUS_WORDS])?;
+        status.fill(0)?;
+        Ok(Solver {
+            grid: Grid::new(backend, settings.res, settings.grid)?,
+            particles: Particles::new(backend, 1024)?,
+            materials: MaterialTable::new(backend)?,
+            colliders: Vec::new(),
+            collider_table: Field::new(backend, [(MAX_COLLIDERS * 4) as u32])?,
+            status,
+            speeds: Field::new(backend, [kernels::SPEED_BUCKETS])?,
+            emitters: Vec::new(),
+            hooks: Vec::new(),
+            step: 0,
+            time: 0.0,
+            dt,
+            speed_bound: 0.0,
+            seed: 0,
+            backend: backend.clone(),
+            settings,
+        })
+    }
+
+    pub fn settings(&self) -> &Settings<D> {
+        &self.settings
+    }
+
+    pub fn backend(&self) -> &BackendRef {
+        &self.backend
+    }
+
+    /// Substeps run so far.
+    pub fn steps(&self) -> u64 {
+        self.step
+    }
+
+    /// Simulated time so far, in seconds.
+    pub fn time(&self) -> f64 {
+        self.time
+    }
+
+    /// The last substep's time step.
+    pub fn dt(&self) -> f32 {
+        self.dt
+    }
+
+    pub fn add_material(&mut self, material: Material) -> Result<MaterialId> {
+        self.materials.add(material)
+    }
+
+    pub fn add_collider(&mut self, collider: Collider) -> Result<()> {
+        collider.validate()?;
+        if self.colliders.len() == MAX_COLLIDERS {
+            return Err(Error::InvalidParameter(format!(
+                "a solver holds at most {MAX_COLLIDERS} colliders"
+            )));
+        }
+        self.colliders.push(collider);
+        self.upload_colliders()
+    }
+
+    pub fn colliders(&self) -> &[Collider] {
+        &self.colliders
+    }
+
+    pub fn add_emitter(&mut self, emitter: Emitter<D>) -> Result<()> {
+        if self.materials.get(emitter.material).is_none() {
+            return Err(Error::InvalidParameter(format!(
+                "emitter uses unknown material {:?}",
+                emitter.material
+            )));
+        }
+        if !(emitter.interval.is_finite() && emitter.interval > 0.0) {
+            return Err(Error::InvalidParameter(format!(
+                "emitter interval {} must be finite and > 0",
+                emitter.interval
+            )));
+        }
+        let first = emitter.start as f64;
+        self.emitters.push((emitter, first));
+        Ok(())
+    }
+
+    /// Registers a kernel that writes `tau` for `Material::User` particles; it runs after
+    /// every substep and whenever particles are added.
+    pub fn add_stress_hook(
+        &mut self,
+        hook: impl FnMut(&mut Particles<S::V, S::M>) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
+        self.hooks.push(Box::new(hook));
+        let mut hook = self.hooks.pop().expect("just pushed");
+        let result = hook(&mut self.particles);
+        self.hooks.push(hook);
+        result
+    }
+
+    /// Fills `region` with particles of `material` moving at `velocity`; returns how many
+    /// were added.
+    pub fn add_particles(
+        &mut self,
+        region: &Region<D>,
+        sampling: Sampling,
+        spacing: f32,
+        material: MaterialId,
+        velocity: [f32; D],
+    ) -> Result<usize> {
+        let positions = seeding::fill(region, spacing, sampling, self.seed)?;
+        self.seed = self.seed.wrapping_add(1);
+        let volume = match sampling {
+            Sampling::PoissonDisk => region_volume(region) / positions.len().max(1) as f32,
+            _ => spacing.powi(D as i32),
+        };
+        self.add_positions(&positions, volume, material, velocity)?;
+        Ok(positions.len())
+    }
+
+    /// Adds particles at given positions, each of initial volume `volume`.
+    pub fn add_positions(
+        &mut self,
+        positions: &[[f32; D]],
+        volume: f32,
+        material: MaterialId,
+        velocity: [f32; D],
+    ) -> Result<()> {
+        let Some(m) = self.materials.get(material) else {
+            return Err(Error::InvalidParameter(format!(
+                "unknown material {material:?}"
+            )));
+        };
+        if !(volume.is_finite() && volume > 0.0) || !velocity.iter().all(|v| v.is_finite()) {
+            return Err(Error::InvalidParameter(format!(
+                "particle volume {volume} and velocity {velocity:?} must be finite (volume > 0)"
+            )));
+        }
+        let (lo, hi) = self.interior();
+        if let Some(p) = positions
+            .iter()
+            .find(|p| !(0..D).all(|a| p[a] >= lo[a] && p[a] < hi[a]))
+        {
+            return Err(Error::InvalidParameter(format!(
+                "particle at {p:?} lies outside the domain's interior {lo:?}..{hi:?}"
+            )));
+        }
+        let n = positions.len();
+        let density = m.density();
+        let mut host = self.particles.download()?;
+        let start = host.len() as u32;
+        host.append(HostParticles {
+            x: positions.iter().map(|p| S::vector(*p)).collect(),
+            v: vec![S::vector(velocity); n],
+            c: vec![S::M::zero(); n],
+            f: vec![S::IDENTITY; n],
+            tau: vec![S::M::zero(); n],
+            jp: vec![1.0; n],
+            mass: vec![density * volume; n],
+            vol: vec![volume; n],
+            material: vec![material.0; n],
+        });
+        self.particles.upload(&host)?;
+        let speed = velocity.iter().map(|v| v * v).sum::<f32>().sqrt();
+        self.speed_bound = self.speed_bound.max(speed);
+        S::init_stress(
+            &mut self.particles,
+            &self.materials,
+            start,
+            start + n as u32,
+        )?;
+        self.run_hooks()
+    }
+
+    /// Where particles may be: two cells clear of the border, so every stencil fits.
+    pub fn interior(&self) -> ([f32; D], [f32; D]) {
+        let dx = self.settings.dx;
+        (
+            [MARGIN * dx; D],
+            std::array::from_fn(|a| (self.settings.res[a] as f32 - MARGIN) * dx),
+        )
+    }
+
+    /// The time step the next substep takes.
+    pub fn next_dt(&self) -> f32 {
+        match self.settings.time_step {
+            TimeStep::Fixed(dt) => dt,
+            TimeStep::Adaptive { cfl, max } => {
+                let dx = self.settings.dx;
+                let wave = self
+                    .materials
+                    .materials
+                    .iter()
+                    .map(|m| m.wave_speed())
+                    .fold(0.0f32, f32::max);
+                let g = self.settings.gravity.iter().map(|g| g * g).sum::<f32>().sqrt();
+                // The speed may grow by g dt during the step: bound it with dt = max.
+                let speed = self.speed_bound + g * max;
+                let mut dt = max;
+                if speed > 0.0 {
+                    dt = dt.min(cfl * dx / speed);
+                }
+                if wave > 0.0 {
+                    dt = dt.min(cfl * dx / wave);
+                }
+                dt
+            }
+        }
+    }
+
+    /// Advances one substep; returns its time step.
+    pub fn substep(&mut self) -> Result<f32> {
+        self.emit()?;
+        let dt = self.next_dt();
+        self.dt = dt;
+        if self.colliders.iter().any(Collider::is_moving) {
+            for c in &mut self.colliders {
+                c.advance(dt);
+            }
+            self.upload_colliders()?;
+        }
+        if let Some(tree) = &self.grid.tree {
+            tree.deactivate_all()?;
+        }
+        let s = &self.settings;
+        let scalars = StepScalars {
+            step: self.step as i32,
+            res: s.res,
+            support: match s.spline {
+                Spline::Quadratic => 3,
+                Spline::Cubic => 4,
+            },
+            dt,
+            dx: s.dx,
+            dinv: match s.spline {
+                Spline::Quadratic => 4.0,
+                Spline::Cubic => 3.0,
+            } / (s.dx * s.dx),
+            gravity: s.gravity,
+            flip: s.flip,
+            n_colliders: self.colliders.len() as i32,
+            walls: s.walls.condition.code()?,
+            wall_thickness: s.walls.thickness as i32,
+            margin: MARGIN,
+            max_speed: s.max_cells_per_step * s.dx / dt,
+            track_speed: matches!(s.time_step, TimeStep::Adaptive { .. }),
+        };
+        S::substep(
+            &mut self.particles,
+            &mut self.grid,
+            &self.materials,
+            &self.collider_table,
+            &mut self.status,
+            &mut self.speeds,
+            &scalars,
+        )?;
+        self.step += 1;
+        self.time += dt as f64;
+        self.run_hooks()?;
+        if scalars.track_speed {
+            self.read_speed_bound()?;
+        }
+        if self.step % self.settings.check_every as u64 == 0 {
+            self.check()?;
+        }
+        Ok(dt)
+    }
+
+    /// Advances until `seconds` of simulated time have passed; returns the substeps taken.
+    pub fn advance(&mut self, seconds: f64) -> Result<u64> {
+        let end = self.time + seconds;
+        let first = self.step;
+        while self.time < end - 1e-9 {
+            self.substep()?;
+        }
+        Ok(self.step - first)
+    }
+
+    /// Reads the status words: fails on a diverged particle, removes particles that left
+    /// the domain. Runs every `check_every` substeps; call it before reading results.
+    pub fn check(&mut self) -> Result<()> {
+        let status = self.status.download()?;
+        if status[0] > 0 {
+            let particle = status[1].max(0) as u32;
+            let material = self
+                .particles
+                .material
+                .download()?
+                .get(particle as usize)
+                .map(|&m| {
+                    let id = MaterialId(if m < 0 { -1 - m } else { m });
+                    self.materials.get(id).map(|m| m.name()).unwrap_or_default()
+                })
+                .unwrap_or_default();
+            let reason = if status[3] == kernels::NON_FINITE {
+                "reached a non-finite position, velocity or stress".to_string()
+            } else {
+                format!(
+                    "moved more than {} cells in one substep (lower the time step or use an adaptive one)",
+                    self.settings.max_cells_per_step
+                )
+            };
+            return Err(Error::Diverged {
+                step: status[2].max(0) as u64,
+                particle,
+                material,
+                reason,
+            });
+        }
+        if status[4] > 0 {
+            let mut host = self.particles.download()?;
+            host.retain_alive();
+            self.particles.upload(&host)?;
+            self.status.fill(0)?;
+        }
+        Ok(())
+    }
+
+    /// Positions and material ids of the live particles.
+    pub fn positions(&mut self) -> Result<(Vec<[f32; D]>, Vec<i32>)> {
+        self.check()?;
+        let n = self.particles.count() as usize;
+        let mut x = self.particles.x.download()?;
+        let mut m = self.particles.material.download()?;
+        x.truncate(n);
+        m.truncate(n);
+        Ok((x.into_iter().map(S::components).collect(), m))
+    }
+
+    fn emit(&mut self) -> Result<()> {
+        let mut due = Vec::new();
+        for (e, next) in &mut self.emitters {
+            if self.time + 1e-9 >= *next && self.time < e.stop as f64 {
+                due.push(e.clone());
+                *next += e.interval as f64;
+            }
+        }
+        for e in due {
+            self.add_particles(&e.region, e.sampling, e.spacing, e.material, e.velocity)?;
+        }
+        Ok(())
+    }
+
+    fn run_hooks(&mut self) -> Result<()> {
+        for hook in &mut self.hooks {
+            hook(&mut self.particles)?;
+        }
+        Ok(())
+    }
+
+    fn upload_colliders(&mut self) -> Result<()> {
+        let mut rows = vec![Vec4::ZERO; MAX_COLLIDERS * 4];
+        for (i, c) in self.colliders.iter().enumerate() {
+            rows[4 * i..4 * i + 4].copy_from_slice(&c.rows());
+        }
+        self.collider_table.upload(&rows)
+    }
+
+    fn read_speed_bound(&mut self) -> Result<()> {
+        let buckets = self.speeds.download()?;
+        self.speed_bound = match buckets.iter().rposition(|&b| b != 0) {
+            Some(b) => 2f32.powf((b as i32 - kernels::SPEED_BIAS + 1) as f32 / 4.0),
+            None => 0.0,
+        };
+        Ok(())
+    }
+}
+
+/// Cells between the border and where particles may be (a cubic stencil reaches two).
+const MARGIN: f32 = 2.0;
+
+fn region_volume<const D: usize>(region: &Region<D>) -> f32 {
+    match region {
+        Region::Box { min, max } => (0..D).map(|a| max[a] - min[a]).product(),
+        Region::Sphere { radius, .. } => match D {
+            2 => std::f32::consts::PI * radius * radius,
+            _ => 4.0 / 3.0 * std::f32::consts::PI * radius.powi(3),
+        },
+    }
+}
+
+/// The scalars of one substep, shared by both dimensions.
+pub struct StepScalars<const D: usize> {
+    pub step: i32,
+    pub res: [u32; D],
+    pub support: i32,
+    pub dt: f32,
+    pub dx: f32,
+    pub dinv: f32,
+    pub gravity: [f32; D],
+    pub flip: f32,
+    pub n_colliders: i32,
+    /// `(condition, friction)` of the walls.
+    pub walls: (i32, f32),
+    pub wall_thickness: i32,
+    pub margin: f32,
+    pub max_speed: f32,
+    pub track_speed: bool,
+}

@@ -1,0 +1,128 @@
+//! What differs between 2D and 3D on the host: the vector types and which kernels run.
+
+use glam::{IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
+
+use super::kernels::{init_stress_2d, init_stress_3d, substep_2d, substep_3d};
+use super::{Grid, MaterialTable, Particles, StepScalars};
+use crate::{Elem, Field, Result};
+
+/// A dimension: its vector and matrix types and its kernels.
+pub trait Space<const D: usize>: 'static {
+    type V: Elem;
+    type M: Elem;
+    const IDENTITY: Self::M;
+    fn vector(a: [f32; D]) -> Self::V;
+    fn components(v: Self::V) -> [f32; D];
+
+    #[allow(clippy::too_many_arguments)]
+    fn substep(
+        particles: &mut Particles<Self::V, Self::M>,
+        grid: &mut Grid<Self::V, D>,
+        materials: &MaterialTable,
+        colliders: &Field<Vec4>,
+        status: &mut Field<i32>,
+        speeds: &mut Field<i32>,
+        s: &StepScalars<D>,
+    ) -> Result<()>;
+
+    fn init_stress(
+        particles: &mut Particles<Self::V, Self::M>,
+        materials: &MaterialTable,
+        start: u32,
+        end: u32,
+    ) -> Result<()>;
+}
+
+/// Two dimensions.
+pub struct D2;
+/// Three dimensions.
+pub struct D3;
+
+macro_rules! space {
+    ($space:ident, $d:literal, $V:ident, $M:ident, $IV:ident, $substep:ident, $init:ident) => {
+        impl Space<$d> for $space {
+            type V = $V;
+            type M = $M;
+            const IDENTITY: $M = $M::IDENTITY;
+
+            fn vector(a: [f32; $d]) -> $V {
+                $V::from_array(a)
+            }
+
+            fn components(v: $V) -> [f32; $d] {
+                v.to_array()
+            }
+
+            fn substep(
+                p: &mut Particles<$V, $M>,
+                grid: &mut Grid<$V, $d>,
+                t: &MaterialTable,
+                colliders: &Field<Vec4>,
+                status: &mut Field<i32>,
+                speeds: &mut Field<i32>,
+                s: &StepScalars<$d>,
+            ) -> Result<()> {
+                let count = p.count();
+                $substep(
+                    &mut p.x,
+                    &mut p.v,
+                    &mut p.c,
+                    &mut p.f,
+                    &mut p.tau,
+                    &mut p.jp,
+                    &p.mass,
+                    &p.vol,
+                    &mut p.material,
+                    &t.kinds,
+                    &t.elastic,
+                    &t.params,
+                    colliders,
+                    status,
+                    speeds,
+                    &mut grid.v,
+                    &mut grid.v0,
+                    &mut grid.m,
+                    count,
+                    s.step,
+                    $IV::from_array(s.res.map(|r| r as i32)),
+                    s.support,
+                    s.dt,
+                    s.dx,
+                    s.dinv,
+                    $V::from_array(s.gravity),
+                    s.flip,
+                    s.n_colliders,
+                    s.wall_thickness,
+                    s.walls.0,
+                    s.walls.1,
+                    s.margin,
+                    s.max_speed,
+                    s.track_speed,
+                )
+            }
+
+            fn init_stress(
+                p: &mut Particles<$V, $M>,
+                t: &MaterialTable,
+                start: u32,
+                end: u32,
+            ) -> Result<()> {
+                $init(
+                    &mut p.f,
+                    &p.c,
+                    &mut p.tau,
+                    &mut p.jp,
+                    &p.material,
+                    &t.kinds,
+                    &t.elastic,
+                    &t.params,
+                    start,
+                    end,
+                )
+            }
+        }
+    };
+}
+
+space!(D2, 2, Vec2, Mat2, IVec2, substep_2d, init_stress_2d);
+space!(D3, 3, Vec3, Mat3, IVec3, substep_3d, init_stress_3d);
