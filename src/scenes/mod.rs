@@ -5,6 +5,7 @@ pub mod jfluid;
 pub mod mpm99;
 
 use mpm_core::glam::Vec2;
+use mpm_core::solver::{Solver2, Solver3};
 use mpm_core::Result;
 
 /// What the example runner needs of a scene.
@@ -14,7 +15,7 @@ pub trait Scene {
     /// Substeps between two rendered frames.
     fn substeps_per_frame(&self) -> usize;
     /// Particle positions in the unit square (3D scenes: seen along z) and material ids.
-    fn frame(&self) -> Result<(Vec<Vec2>, Vec<i32>)>;
+    fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)>;
     /// Bytes of the grid fields and of the particle fields.
     fn memory(&self) -> (usize, usize);
 }
@@ -29,7 +30,7 @@ impl Scene for mpm99::Mpm99 {
     fn substeps_per_frame(&self) -> usize {
         mpm99::Mpm99::substeps_per_frame(self)
     }
-    fn frame(&self) -> Result<(Vec<Vec2>, Vec<i32>)> {
+    fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
         Ok((self.x.download()?, self.material.download()?))
     }
     fn memory(&self) -> (usize, usize) {
@@ -54,7 +55,7 @@ impl Scene for jfluid::Mpm88 {
     fn substeps_per_frame(&self) -> usize {
         50
     }
-    fn frame(&self) -> Result<(Vec<Vec2>, Vec<i32>)> {
+    fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
         Ok((self.x.download()?, vec![0; self.x.len()]))
     }
     fn memory(&self) -> (usize, usize) {
@@ -75,7 +76,7 @@ impl Scene for jfluid::Mpm3d {
     fn substeps_per_frame(&self) -> usize {
         25
     }
-    fn frame(&self) -> Result<(Vec<Vec2>, Vec<i32>)> {
+    fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
         let x = self.x.download()?;
         Ok((x.iter().map(|p| p.truncate()).collect(), vec![0; x.len()]))
     }
@@ -84,5 +85,54 @@ impl Scene for jfluid::Mpm3d {
             self.grid_v.bytes() + self.grid_m.bytes(),
             self.x.bytes() + self.v.bytes() + self.c.bytes() + self.j.bytes(),
         )
+    }
+}
+
+/// A solver scene: its substeps per frame ride along.
+pub struct SolverScene<S> {
+    pub solver: S,
+    pub substeps_per_frame: usize,
+}
+
+impl Scene for SolverScene<Solver2> {
+    fn particles(&self) -> usize {
+        self.solver.particles.count() as usize
+    }
+    fn substep(&mut self) -> Result<()> {
+        self.solver.substep().map(|_| ())
+    }
+    fn substeps_per_frame(&self) -> usize {
+        self.substeps_per_frame
+    }
+    fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
+        let extent = self.solver.settings().res.map(|r| r as f32 * self.solver.settings().dx);
+        let size = extent[0].max(extent[1]);
+        let (x, m) = self.solver.positions()?;
+        Ok((x.iter().map(|p| Vec2::from_array(*p) / size).collect(), m))
+    }
+    fn memory(&self) -> (usize, usize) {
+        (self.solver.grid.bytes(), self.solver.particles.bytes())
+    }
+}
+
+impl Scene for SolverScene<Solver3> {
+    fn particles(&self) -> usize {
+        self.solver.particles.count() as usize
+    }
+    fn substep(&mut self) -> Result<()> {
+        self.solver.substep().map(|_| ())
+    }
+    fn substeps_per_frame(&self) -> usize {
+        self.substeps_per_frame
+    }
+    /// Seen along z.
+    fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
+        let extent = self.solver.settings().res.map(|r| r as f32 * self.solver.settings().dx);
+        let size = extent[0].max(extent[1]);
+        let (x, m) = self.solver.positions()?;
+        Ok((x.iter().map(|p| Vec2::new(p[0], p[1]) / size).collect(), m))
+    }
+    fn memory(&self) -> (usize, usize) {
+        (self.solver.grid.bytes(), self.solver.particles.bytes())
     }
 }
