@@ -3,10 +3,12 @@
 
 mod common;
 
+use mpm::core::glam::{Mat2, Vec2};
 use mpm::core::solver::{
-    Condition, Material, Region, Sampling, Settings, Solver2, Solver3, Spline, Walls,
+    Collider, Condition, Emitter, GridLayout, Material, Region, Sampling, Settings, Shape, Solver2,
+    Solver3, Spline, TimeStep, Walls,
 };
-use mpm::{backend, BackendRef};
+use mpm::{backend, BackendRef, Error};
 
 fn jelly() -> Material {
     Material::NeoHookean {
@@ -76,4 +78,481 @@ fn free_fall_matches_kinematics_on_vulkan() {
         free_fall_2d(&b.vk, Spline::Quadratic);
         free_fall_2d(&b.vk, Spline::Cubic);
     });
+}
+
+#[test]
+fn free_fall_3d() {
+    let dt = 2e-4;
+    let mut s = Solver3::new(&backend::cpu(), Settings::new(32, dt)).expect("solver");
+    let m = s.add_material(Material::water()).expect("material");
+    let region = Region::Sphere {
+        centre: [0.5, 0.6, 0.5],
+        radius: 0.1,
+    };
+    s.add_particles(&region, Sampling::Jittered, 1.0 / 64.0, m, [0.0; 3])
+        .expect("particles");
+    let (x0, _) = s.positions().expect("positions");
+    let steps = 500;
+    for _ in 0..steps {
+        s.substep().expect("substep");
+    }
+    let t = steps as f32 * dt;
+    let (x1, _) = s.positions().expect("positions");
+    // x = x0 + v0 t - g t^2 / 2, within the explicit scheme's g dt t / 2.
+    let drop = mean(&x0)[1] - mean(&x1)[1];
+    let expected = 0.5 * 9.8 * t * t;
+    assert!(
+        (drop - expected).abs() <= 0.5 * 9.8 * dt * t + 1e-5,
+        "3D free fall: dropped {drop}, kinematics say {expected}"
+    );
+}
+
+/// Two jelly blocks of different densities collide head on without gravity.
+fn colliding_blocks(flip: f32, spline: Spline) -> Solver2 {
+    let mut settings = Settings::<2>::new(64, 1e-4);
+    settings.gravity = [0.0, 0.0];
+    settings.flip = flip;
+    settings.spline = spline;
+    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let light = s.add_material(jelly()).expect("material");
+    let heavy = s
+        .add_material(Material::FixedCorotated {
+            density: 3000.0,
+            youngs: 2e4,
+            poisson: 0.2,
+        })
+        .expect("material");
+    let spacing = 1.0 / 128.0;
+    let left = Region::Box {
+        min: [0.3, 0.4],
+        max: [0.45, 0.55],
+    };
+    let right = Region::Box {
+        min: [0.52, 0.45],
+        max: [0.62, 0.6],
+    };
+    s.add_particles(&left, Sampling::Jittered, spacing, light, [2.0, 0.3])
+        .expect("left");
+    s.add_particles(&right, Sampling::Jittered, spacing, heavy, [-1.5, -0.2])
+        .expect("right");
+    s
+}
+
+fn cross(a: Vec2, b: Vec2) -> f64 {
+    a.x as f64 * b.y as f64 - a.y as f64 * b.x as f64
+}
+
+/// Total mass, linear momentum and angular momentum about the origin of the particles. APIC's
+/// affine velocity carries angular momentum too: m D (C_yx - C_xy) with D = dx^2 / 4
+/// (quadratic) (Jiang et al. 2015, "The affine particle-in-cell method", section 5.3).
+fn totals(s: &Solver2, d: f32) -> (f64, [f64; 2], f64) {
+    let p = &s.particles;
+    let n = p.count() as usize;
+    let x: Vec<Vec2> = p.x.download().expect("x");
+    let v: Vec<Vec2> = p.v.download().expect("v");
+    let c: Vec<Mat2> = p.c.download().expect("c");
+    let m: Vec<f32> = p.mass.download().expect("mass");
+    let (mut mass, mut mom, mut ang) = (0.0f64, [0.0f64; 2], 0.0f64);
+    for i in 0..n {
+        let mi = m[i] as f64;
+        mass += mi;
+        mom[0] += mi * v[i].x as f64;
+        mom[1] += mi * v[i].y as f64;
+        ang += mi * cross(x[i], v[i]) + mi * d as f64 * (c[i].x_axis.y - c[i].y_axis.x) as f64;
+    }
+    (mass, mom, ang)
+}
+
+#[test]
+fn transfers_conserve_mass_and_linear_momentum() {
+    for (flip, spline) in [
+        (0.0, Spline::Quadratic),
+        (0.95, Spline::Quadratic),
+        (0.0, Spline::Cubic),
+    ] {
+        let mut s = colliding_blocks(flip, spline);
+        let dx = s.settings().dx;
+        let (mass0, mom0, _) = totals(&s, 0.0);
+        let scale = mom0[0].abs() + 3000.0 * 0.01 * 2.0; // momentum of the heavier block
+        for _ in 0..600 {
+            s.substep().expect("substep");
+        }
+        // The grid holds the mass P2G scattered in the last substep.
+        let grid_mass: f64 = s
+            .grid
+            .m
+            .download()
+            .expect("m")
+            .iter()
+            .map(|&m| m as f64)
+            .sum();
+        assert!(
+            (grid_mass - mass0).abs() <= 1e-5 * mass0,
+            "P2G must conserve mass: grid {grid_mass} vs particles {mass0}"
+        );
+        let (mass1, mom1, _) = totals(&s, 0.0);
+        assert_eq!(mass0, mass1);
+        for a in 0..2 {
+            assert!(
+                (mom1[a] - mom0[a]).abs() <= 1e-4 * scale,
+                "flip {flip}, {spline:?}: momentum[{a}] went from {} to {} through a collision",
+                mom0[a],
+                mom1[a]
+            );
+        }
+        let _ = dx;
+    }
+}
+
+#[test]
+fn apic_conserves_angular_momentum() {
+    // A spinning jelly disc, no gravity: APIC transfers conserve angular momentum (Jiang et
+    // al. 2015, section 5.3); elastic forces from a symmetric stress do too.
+    let mut settings = Settings::<2>::new(64, 1e-4);
+    settings.gravity = [0.0, 0.0];
+    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let m = s.add_material(jelly()).expect("material");
+    let centre = [0.5f32, 0.5];
+    let disc = Region::Sphere {
+        centre,
+        radius: 0.15,
+    };
+    let x =
+        mpm::core::solver::seeding::fill(&disc, 1.0 / 128.0, Sampling::Jittered, 1).expect("seed");
+    let omega = 4.0;
+    let v: Vec<[f32; 2]> = x
+        .iter()
+        .map(|p| {
+            [
+                -omega * (p[1] - centre[1]) + 0.2,
+                omega * (p[0] - centre[0]),
+            ]
+        })
+        .collect();
+    s.add_moving(&x, &v, (1.0f32 / 128.0).powi(2), m)
+        .expect("particles");
+    let d = s.settings().dx.powi(2) / 4.0;
+    let (_, _, l0) = totals(&s, d);
+    for _ in 0..500 {
+        s.substep().expect("substep");
+    }
+    let (_, _, l1) = totals(&s, d);
+    assert!(
+        (l1 - l0).abs() <= 1e-3 * l0.abs(),
+        "angular momentum went from {l0} to {l1}"
+    );
+}
+
+#[test]
+fn particles_leaving_the_domain_are_removed() {
+    let mut settings = Settings::<2>::new(32, 2e-4);
+    settings.walls = Walls {
+        thickness: 0,
+        condition: Condition::Sticky,
+    };
+    settings.check_every = 5;
+    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let m = s.add_material(Material::water()).expect("material");
+    let region = Region::Box {
+        min: [0.3, 0.3],
+        max: [0.4, 0.4],
+    };
+    let n = s
+        .add_particles(&region, Sampling::Regular, 1.0 / 64.0, m, [0.0, -3.0])
+        .expect("particles");
+    assert!(n > 0);
+    for _ in 0..1000 {
+        s.substep().expect("substep");
+    }
+    let (x, _) = s.positions().expect("positions");
+    assert!(
+        x.is_empty(),
+        "{} particles still inside after falling out",
+        x.len()
+    );
+}
+
+#[test]
+fn emitters_add_particles_over_time() {
+    let mut s = Solver2::new(&backend::cpu(), Settings::new(64, 2e-4)).expect("solver");
+    let m = s.add_material(Material::water()).expect("material");
+    s.add_emitter(Emitter {
+        region: Region::Box {
+            min: [0.1, 0.7],
+            max: [0.12, 0.75],
+        },
+        sampling: Sampling::Regular,
+        spacing: 1.0 / 128.0,
+        material: m,
+        velocity: [2.0, 0.0],
+        interval: 0.01,
+        start: 0.0,
+        stop: 0.05,
+    })
+    .expect("emitter");
+    for _ in 0..500 {
+        s.substep().expect("substep");
+    }
+    // 0.1 s ran; the emitter fired at t = 0, 0.01, ..., 0.04: five times 3 x 6 particles.
+    assert_eq!(s.particles.count(), 5 * 3 * 6);
+}
+
+#[test]
+fn colliders_hold_material_up() {
+    // A water drop falls on a sphere and on a box held in mid air; none gets inside them.
+    let mut s = Solver2::new(&backend::cpu(), Settings::new(64, 2e-4)).expect("solver");
+    let m = s.add_material(jelly()).expect("material");
+    s.add_collider(Collider::fixed(
+        Shape::Sphere {
+            centre: [0.3, 0.3, 0.0],
+            radius: 0.1,
+        },
+        Condition::Sticky,
+    ))
+    .expect("sphere");
+    s.add_collider(Collider::fixed(
+        Shape::Box {
+            centre: [0.7, 0.3, 0.0],
+            half: [0.1, 0.05, 1.0],
+        },
+        Condition::Slip { friction: 0.5 },
+    ))
+    .expect("box");
+    for cx in [0.3, 0.7] {
+        let region = Region::Box {
+            min: [cx - 0.05, 0.5],
+            max: [cx + 0.05, 0.6],
+        };
+        s.add_particles(&region, Sampling::Regular, 1.0 / 128.0, m, [0.0, 0.0])
+            .expect("particles");
+    }
+    for _ in 0..2500 {
+        s.substep().expect("substep");
+    }
+    let (x, _) = s.positions().expect("positions");
+    let dx = s.settings().dx;
+    for p in &x {
+        let in_sphere = ((p[0] - 0.3).powi(2) + (p[1] - 0.3).powi(2)).sqrt() < 0.1 - dx;
+        let in_box = (p[0] - 0.7).abs() < 0.1 - dx && (p[1] - 0.3).abs() < 0.05 - dx;
+        assert!(
+            !in_sphere && !in_box,
+            "particle at {p:?} went into a collider"
+        );
+    }
+    // Both drops rest on top of their colliders after 0.5 s instead of falling through.
+    let resting = x.iter().filter(|p| p[1] > 0.33).count();
+    assert!(
+        resting > x.len() * 9 / 10,
+        "only {resting} of {} particles stayed on top",
+        x.len()
+    );
+}
+
+#[test]
+fn a_moving_collider_pushes_material() {
+    let mut settings = Settings::<2>::new(64, 2e-4);
+    settings.gravity = [0.0, 0.0];
+    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let m = s.add_material(Material::water()).expect("material");
+    s.add_collider(Collider {
+        shape: Shape::Box {
+            centre: [0.2, 0.5, 0.0],
+            half: [0.05, 0.2, 1.0],
+        },
+        condition: Condition::Sticky,
+        velocity: [1.0, 0.0, 0.0],
+    })
+    .expect("paddle");
+    let region = Region::Box {
+        min: [0.3, 0.4],
+        max: [0.4, 0.6],
+    };
+    s.add_particles(&region, Sampling::Regular, 1.0 / 128.0, m, [0.0, 0.0])
+        .expect("particles");
+    s.advance(0.2).expect("run");
+    // The paddle's front moved from 0.25 to 0.45: all water lies in front of it.
+    let (x, _) = s.positions().expect("positions");
+    let behind = x.iter().filter(|p| p[0] < 0.44).count();
+    assert_eq!(behind, 0, "{behind} particles were left behind the paddle");
+}
+
+#[test]
+fn divergence_is_reported_with_step_particle_and_material() {
+    // Far too large a time step for stiff jelly: it must blow up, and say so.
+    let mut settings = Settings::<2>::new(64, 5e-3);
+    settings.check_every = 1;
+    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let m = s
+        .add_material(Material::NeoHookean {
+            density: 1.0,
+            youngs: 1e6,
+            poisson: 0.3,
+        })
+        .expect("material");
+    let region = Region::Box {
+        min: [0.4, 0.4],
+        max: [0.6, 0.6],
+    };
+    s.add_particles(&region, Sampling::Jittered, 1.0 / 128.0, m, [1.0, 0.0])
+        .expect("particles");
+    let mut outcome = Ok(0.0);
+    for _ in 0..200 {
+        outcome = s.substep();
+        if outcome.is_err() {
+            break;
+        }
+    }
+    match outcome {
+        Err(Error::Diverged {
+            step,
+            particle,
+            material,
+            ..
+        }) => {
+            assert!(step < 200);
+            assert!(particle < s.particles.count());
+            assert_eq!(material, "neo-Hookean");
+        }
+        other => panic!("expected a divergence error, got {other:?}"),
+    }
+}
+
+#[test]
+fn adaptive_time_step_follows_the_speed_and_the_wave_speed() {
+    let mut settings = Settings::<2>::new(64, 1e-3);
+    settings.time_step = TimeStep::Adaptive {
+        cfl: 0.5,
+        max: 1e-3,
+    };
+    settings.gravity = [0.0, 0.0];
+    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let m = s.add_material(Material::water()).expect("material");
+    let dx = s.settings().dx;
+    let region = Region::Box {
+        min: [0.4, 0.4],
+        max: [0.5, 0.5],
+    };
+    s.add_particles(&region, Sampling::Regular, 1.0 / 128.0, m, [5.0, 0.0])
+        .expect("particles");
+    let wave = Material::water().wave_speed();
+    let dt = s.substep().expect("substep");
+    // Sound (26 m/s) is faster than the particles (5 m/s): it sets dt.
+    assert!((dt - 0.5 * dx / wave).abs() < 1e-9, "dt {dt}");
+    // Much faster particles take over; the histogram bound is at most 2^(1/4) above.
+    let mut s2 = Solver2::new(&backend::cpu(), s.settings().clone()).expect("solver");
+    let m2 = s2.add_material(Material::water()).expect("material");
+    s2.add_particles(&region, Sampling::Regular, 1.0 / 128.0, m2, [60.0, 0.0])
+        .expect("particles");
+    s2.substep().expect("substep");
+    let dt2 = s2.substep().expect("substep");
+    assert!(
+        dt2 <= 0.5 * dx / 60.0 && dt2 >= 0.5 * dx / (60.0 * 1.2 * 2f32.powf(0.25)),
+        "dt {dt2} for particles at 60 m/s"
+    );
+}
+
+#[test]
+fn sparse_and_dense_grids_agree() {
+    let run = |grid: GridLayout| {
+        let mut settings = Settings::<2>::new(64, 2e-4);
+        settings.grid = grid;
+        let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+        let w = s.add_material(Material::water()).expect("water");
+        let snow = s.add_material(Material::snow()).expect("snow");
+        s.add_particles(
+            &Region::Box {
+                min: [0.1, 0.1],
+                max: [0.3, 0.4],
+            },
+            Sampling::Jittered,
+            1.0 / 128.0,
+            w,
+            [0.0, 0.0],
+        )
+        .expect("water");
+        s.add_particles(
+            &Region::Sphere {
+                centre: [0.6, 0.5],
+                radius: 0.08,
+            },
+            Sampling::Jittered,
+            1.0 / 128.0,
+            snow,
+            [-1.0, 0.0],
+        )
+        .expect("snow");
+        for _ in 0..200 {
+            s.substep().expect("substep");
+        }
+        s.positions().expect("positions").0
+    };
+    let dense = run(GridLayout::Dense);
+    for bitmasked in [false, true] {
+        let sparse = run(GridLayout::Sparse {
+            block: 4,
+            bitmasked,
+            reserve: 256,
+        });
+        assert_eq!(dense.len(), sparse.len());
+        let worst = dense
+            .iter()
+            .zip(&sparse)
+            .map(|(a, b)| (a[0] - b[0]).abs().max((a[1] - b[1]).abs()))
+            .fold(0.0f32, f32::max);
+        assert!(
+            worst < 1e-4,
+            "bitmasked {bitmasked}: positions differ by up to {worst}"
+        );
+    }
+}
+
+#[test]
+fn bad_settings_and_inputs_are_named() {
+    let b = backend::cpu();
+    let msg = |r: mpm::Result<Solver2>| match r {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("expected an error"),
+    };
+    let mut s = Settings::<2>::new(64, 1e-4);
+    s.flip = 1.5;
+    assert!(msg(Solver2::new(&b, s)).contains("flip"));
+    let mut s = Settings::<2>::new(64, 1e-4);
+    s.time_step = TimeStep::Fixed(f32::NAN);
+    assert!(msg(Solver2::new(&b, s)).contains("time step"));
+    let mut s = Settings::<2>::new(64, 1e-4);
+    s.grid = GridLayout::Sparse {
+        block: 5,
+        bitmasked: false,
+        reserve: 10,
+    };
+    assert!(msg(Solver2::new(&b, s)).contains("divide"));
+
+    let mut solver = Solver2::new(&b, Settings::new(64, 1e-4)).expect("solver");
+    let e = solver
+        .add_material(Material::NeoHookean {
+            density: 1000.0,
+            youngs: 1e4,
+            poisson: 0.5,
+        })
+        .expect_err("nu = 0.5");
+    assert!(e.to_string().contains("poisson"), "{e}");
+    let m = solver.add_material(jelly()).expect("material");
+    let outside = Region::Box {
+        min: [0.0, 0.0],
+        max: [0.1, 0.1],
+    };
+    let e = solver
+        .add_particles(&outside, Sampling::Regular, 0.01, m, [0.0, 0.0])
+        .expect_err("outside");
+    assert!(e.to_string().contains("outside the domain"), "{e}");
+    let e = solver
+        .add_collider(Collider::fixed(
+            Shape::Sphere {
+                centre: [0.5, 0.5, 0.0],
+                radius: -1.0,
+            },
+            Condition::Sticky,
+        ))
+        .expect_err("negative radius");
+    assert!(e.to_string().contains("radius"), "{e}");
 }

@@ -54,10 +54,19 @@ impl Default for Walls {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Shape {
     /// The half space behind a plane through `point` with outward `normal`.
-    Plane { point: [f32; 3], normal: [f32; 3] },
+    Plane {
+        point: [f32; 3],
+        normal: [f32; 3],
+    },
     /// An axis-aligned box.
-    Box { centre: [f32; 3], half: [f32; 3] },
-    Sphere { centre: [f32; 3], radius: f32 },
+    Box {
+        centre: [f32; 3],
+        half: [f32; 3],
+    },
+    Sphere {
+        centre: [f32; 3],
+        radius: f32,
+    },
 }
 
 /// A rigid collider moving at a prescribed velocity.
@@ -99,7 +108,11 @@ impl Collider {
     pub(crate) fn validate(&self) -> Result<()> {
         self.condition.code()?;
         let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
-        let bad = |what: &str| Err(Error::InvalidParameter(format!("collider {what}: {self:?}")));
+        let bad = |what: &str| {
+            Err(Error::InvalidParameter(format!(
+                "collider {what}: {self:?}"
+            )))
+        };
         if !finite(&self.velocity) {
             return bad("velocity is not finite");
         }

@@ -8,13 +8,15 @@
 
 use glam::{IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
 
-use crate::{func, kernel, Field};
 use crate::materials::elastic::{
     fixed_corotated_2d, fixed_corotated_3d, neo_hookean_2d, neo_hookean_3d,
 };
-use crate::materials::sand::{hencky_stress_2d, hencky_stress_3d, sand_plasticity_2d, sand_plasticity_3d};
+use crate::materials::sand::{
+    hencky_stress_2d, hencky_stress_3d, sand_plasticity_2d, sand_plasticity_3d,
+};
 use crate::materials::snow::{snow_hardening, snow_plasticity_2d, snow_plasticity_3d};
 use crate::materials::water::{water_stress_2d, water_stress_3d};
+use crate::{func, kernel, Field};
 
 /// Material kinds as the kernels see them (`MaterialKind` on the host).
 pub const WATER: i32 = 0;
@@ -193,7 +195,14 @@ macro_rules! mls_mpm {
 
         /// Applies a collider (four table rows) to the velocity `v` of the node at `xn`.
         #[func]
-        pub fn $collide(v: $V, xn: $V, head: Vec4, at: Vec4, shape_row: Vec4, velocity: Vec4) -> $V {
+        pub fn $collide(
+            v: $V,
+            xn: $V,
+            head: Vec4,
+            at: Vec4,
+            shape_row: Vec4,
+            velocity: Vec4,
+        ) -> $V {
             let shape = head.x as i32;
             let centre = $row(at);
             let d = xn - centre;
@@ -232,7 +241,14 @@ macro_rules! mls_mpm {
 
         /// Domain walls `thickness` cells thick on every side of a grid of `res` cells.
         #[func]
-        pub fn $walls(cell: $IV, v: $V, res: $IV, thickness: i32, condition: i32, friction: f32) -> $V {
+        pub fn $walls(
+            cell: $IV,
+            v: $V,
+            res: $IV,
+            thickness: i32,
+            condition: i32,
+            friction: f32,
+        ) -> $V {
             let mut out = v;
             for a in 0..$dim {
                 let mut n = $V::ZERO;
@@ -252,7 +268,15 @@ macro_rules! mls_mpm {
         /// is `(mu, lambda, -, -)`, `params` the material's own (see `Material`). User
         /// materials keep `tau`, which their hook writes.
         #[func]
-        pub fn $constitutive(kind: i32, f: $M, c: $M, tau: $M, jp: f32, elastic: Vec4, params: Vec4) -> ($M, $M, f32) {
+        pub fn $constitutive(
+            kind: i32,
+            f: $M,
+            c: $M,
+            tau: $M,
+            jp: f32,
+            elastic: Vec4,
+            params: Vec4,
+        ) -> ($M, $M, f32) {
             let mu = elastic.x;
             let lambda = elastic.y;
             let mut f_new = f;
@@ -366,7 +390,14 @@ macro_rules! mls_mpm {
                     let xn = cell.$as_vec() * dx;
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
-                        gv = $collide(gv, xn, colliders[r], colliders[r + 1], colliders[r + 2], colliders[r + 3]);
+                        gv = $collide(
+                            gv,
+                            xn,
+                            colliders[r],
+                            colliders[r + 1],
+                            colliders[r + 2],
+                            colliders[r + 3],
+                        );
                     }
                     gv = $walls(cell, gv, res, wall_thickness, wall_condition, wall_friction);
                     grid_v[cell] = gv;
@@ -404,10 +435,22 @@ macro_rules! mls_mpm {
                     let new_v = (1.0 - flip) * v_pic + flip * (v[p] + v_change);
                     let new_x = x[p] + dt * v_pic;
                     let trial = ($M::IDENTITY + dt * new_c) * f[p];
-                    let (f_new, tau_new, jp_new) = $constitutive(kinds[id], trial, new_c, tau[p], jp[p], elastic[id], params[id]);
+                    let (f_new, tau_new, jp_new) = $constitutive(
+                        kinds[id],
+                        trial,
+                        new_c,
+                        tau[p],
+                        jp[p],
+                        elastic[id],
+                        params[id],
+                    );
                     let speed2 = dot(new_v, new_v);
                     let mut why = 0;
-                    if non_finite(speed2) || non_finite(dot(new_x, new_x)) || non_finite(trace(transpose(tau_new) * tau_new)) || non_finite(jp_new) {
+                    if non_finite(speed2)
+                        || non_finite(dot(new_x, new_x))
+                        || non_finite(trace(transpose(tau_new) * tau_new))
+                        || non_finite(jp_new)
+                    {
                         why = NON_FINITE;
                     } else if speed2 > max_speed * max_speed {
                         why = TOO_FAST;
@@ -467,7 +510,15 @@ macro_rules! mls_mpm {
             for p in start..end {
                 let id = material[p];
                 if id >= 0 {
-                    let (f_new, tau_new, jp_new) = $constitutive(kinds[id], f[p], c[p], tau[p], jp[p], elastic[id], params[id]);
+                    let (f_new, tau_new, jp_new) = $constitutive(
+                        kinds[id],
+                        f[p],
+                        c[p],
+                        tau[p],
+                        jp[p],
+                        elastic[id],
+                        params[id],
+                    );
                     f[p] = f_new;
                     tau[p] = tau_new;
                     jp[p] = jp_new;

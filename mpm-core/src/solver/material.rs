@@ -343,6 +343,8 @@ impl MaterialTable {
     }
 
     pub fn get(&self, id: MaterialId) -> Option<&Material> {
-        usize::try_from(id.0).ok().and_then(|i| self.materials.get(i))
+        usize::try_from(id.0)
+            .ok()
+            .and_then(|i| self.materials.get(i))
     }
 }

@@ -45,7 +45,10 @@ pub enum Spline {
 pub enum TimeStep {
     Fixed(f32),
     /// `dt = min(cfl dx / max particle speed, cfl dx / fastest elastic wave, max)`.
-    Adaptive { cfl: f32, max: f32 },
+    Adaptive {
+        cfl: f32,
+        max: f32,
+    },
 }
 
 /// How the grid is stored.
@@ -103,7 +106,10 @@ impl<const D: usize> Settings<D> {
     fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidParameter(m));
         if self.res.iter().any(|&r| r < 8) {
-            return bad(format!("grid resolution {:?}: at least 8 cells per axis", self.res));
+            return bad(format!(
+                "grid resolution {:?}: at least 8 cells per axis",
+                self.res
+            ));
         }
         if !(self.dx.is_finite() && self.dx > 0.0) {
             return bad(format!("dx = {} must be finite and > 0", self.dx));
@@ -365,7 +371,8 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         Ok(positions.len())
     }
 
-    /// Adds particles at given positions, each of initial volume `volume`.
+    /// Adds particles at given positions, each of initial volume `volume`, all moving at
+    /// `velocity`.
     pub fn add_positions(
         &mut self,
         positions: &[[f32; D]],
@@ -373,14 +380,42 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         material: MaterialId,
         velocity: [f32; D],
     ) -> Result<()> {
+        self.add_moving(
+            positions,
+            &vec![velocity; positions.len()],
+            volume,
+            material,
+        )
+    }
+
+    /// Adds particles at given positions with their own velocities.
+    pub fn add_moving(
+        &mut self,
+        positions: &[[f32; D]],
+        velocities: &[[f32; D]],
+        volume: f32,
+        material: MaterialId,
+    ) -> Result<()> {
         let Some(m) = self.materials.get(material) else {
             return Err(Error::InvalidParameter(format!(
                 "unknown material {material:?}"
             )));
         };
-        if !(volume.is_finite() && volume > 0.0) || !velocity.iter().all(|v| v.is_finite()) {
+        if velocities.len() != positions.len() {
             return Err(Error::InvalidParameter(format!(
-                "particle volume {volume} and velocity {velocity:?} must be finite (volume > 0)"
+                "{} positions but {} velocities",
+                positions.len(),
+                velocities.len()
+            )));
+        }
+        if !(volume.is_finite() && volume > 0.0) {
+            return Err(Error::InvalidParameter(format!(
+                "particle volume {volume} must be finite and > 0"
+            )));
+        }
+        if let Some(v) = velocities.iter().find(|v| !v.iter().all(|c| c.is_finite())) {
+            return Err(Error::InvalidParameter(format!(
+                "particle velocity {v:?} is not finite"
             )));
         }
         let (lo, hi) = self.interior();
@@ -398,7 +433,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         let start = host.len() as u32;
         host.append(HostParticles {
             x: positions.iter().map(|p| S::vector(*p)).collect(),
-            v: vec![S::vector(velocity); n],
+            v: velocities.iter().map(|v| S::vector(*v)).collect(),
             c: vec![S::M::zero(); n],
             f: vec![S::IDENTITY; n],
             tau: vec![S::M::zero(); n],
@@ -408,8 +443,10 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             material: vec![material.0; n],
         });
         self.particles.upload(&host)?;
-        let speed = velocity.iter().map(|v| v * v).sum::<f32>().sqrt();
-        self.speed_bound = self.speed_bound.max(speed);
+        for v in velocities {
+            let speed = v.iter().map(|c| c * c).sum::<f32>().sqrt();
+            self.speed_bound = self.speed_bound.max(speed);
+        }
         S::init_stress(
             &mut self.particles,
             &self.materials,
@@ -440,7 +477,13 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                     .iter()
                     .map(|m| m.wave_speed())
                     .fold(0.0f32, f32::max);
-                let g = self.settings.gravity.iter().map(|g| g * g).sum::<f32>().sqrt();
+                let g = self
+                    .settings
+                    .gravity
+                    .iter()
+                    .map(|g| g * g)
+                    .sum::<f32>()
+                    .sqrt();
                 // The speed may grow by g dt during the step: bound it with dt = max.
                 let speed = self.speed_bound + g * max;
                 let mut dt = max;
@@ -577,7 +620,8 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     fn emit(&mut self) -> Result<()> {
         let mut due = Vec::new();
         for (e, next) in &mut self.emitters {
-            if self.time + 1e-9 >= *next && self.time < e.stop as f64 {
+            // Emissions are scheduled at start + k interval, strictly before stop.
+            if self.time + 1e-9 >= *next && *next < e.stop as f64 - 1e-6 {
                 due.push(e.clone());
                 *next += e.interval as f64;
             }

@@ -34,9 +34,9 @@ impl<const D: usize> Region<D> {
 
     fn validate(&self) -> Result<()> {
         let ok = match self {
-            Region::Box { min, max } => (0..D).all(|a| {
-                min[a].is_finite() && max[a].is_finite() && min[a] < max[a]
-            }),
+            Region::Box { min, max } => {
+                (0..D).all(|a| min[a].is_finite() && max[a].is_finite() && min[a] < max[a])
+            }
             Region::Sphere { centre, radius } => {
                 centre.iter().all(|c| c.is_finite()) && radius.is_finite() && *radius > 0.0
             }
@@ -78,7 +78,8 @@ pub fn fill<const D: usize>(
         )));
     }
     let (lo, hi) = region.bounds();
-    let cells: [u64; D] = std::array::from_fn(|a| ((hi[a] - lo[a]) / spacing).ceil().max(1.0) as u64);
+    let cells: [u64; D] =
+        std::array::from_fn(|a| ((hi[a] - lo[a]) / spacing).ceil().max(1.0) as u64);
     let total: u64 = cells.iter().product();
     if total > 1 << 32 {
         return Err(Error::InvalidParameter(format!(
@@ -121,7 +122,8 @@ fn poisson_disk<const D: usize>(
 ) -> Vec<[f32; D]> {
     const TRIES: u32 = 30;
     let cell = r / (D as f32).sqrt();
-    let dims: [usize; D] = std::array::from_fn(|a| ((hi[a] - lo[a]) / cell).ceil().max(1.0) as usize);
+    let dims: [usize; D] =
+        std::array::from_fn(|a| ((hi[a] - lo[a]) / cell).ceil().max(1.0) as usize);
     let mut grid = vec![u32::MAX; dims.iter().product()];
     let index = |p: &[f32; D]| -> usize {
         let mut i = 0;
@@ -171,8 +173,7 @@ fn poisson_disk<const D: usize>(
             if !region.contains(p) {
                 continue;
             }
-            let home: [isize; D] =
-                std::array::from_fn(|a| ((p[a] - lo[a]) / cell) as isize);
+            let home: [isize; D] = std::array::from_fn(|a| ((p[a] - lo[a]) / cell) as isize);
             let mut clear = true;
             let neighbours = (2 * reach + 1).pow(D as u32);
             'scan: for n in 0..neighbours {
@@ -236,7 +237,11 @@ mod tests {
         let spacing = 0.01;
         let p = fill(&region, spacing, Sampling::Jittered, 3).unwrap();
         let expected = 4.0 / 3.0 * std::f32::consts::PI * 0.2f32.powi(3) / spacing.powi(3);
-        assert!((p.len() as f32 / expected - 1.0).abs() < 0.02, "{} vs {expected}", p.len());
+        assert!(
+            (p.len() as f32 / expected - 1.0).abs() < 0.02,
+            "{} vs {expected}",
+            p.len()
+        );
         assert!(p.iter().all(|q| region.contains(*q)));
     }
 
