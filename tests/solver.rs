@@ -556,3 +556,69 @@ fn bad_settings_and_inputs_are_named() {
         .expect_err("negative radius");
     assert!(e.to_string().contains("radius"), "{e}");
 }
+
+/// Distance a jelly block slides down a plane tilted by `angle` in `t` seconds.
+fn slide(angle: f32, friction: f32, t: f64) -> f32 {
+    let mut s = Solver2::new(&backend::cpu(), Settings::new(64, 1e-4)).expect("solver");
+    let m = s
+        .add_material(Material::NeoHookean {
+            density: 1000.0,
+            youngs: 1e5,
+            poisson: 0.3,
+        })
+        .expect("material");
+    let (sin, cos) = angle.sin_cos();
+    let origin = [0.5f32, 0.4];
+    s.add_collider(Collider::fixed(
+        Shape::Plane {
+            point: [origin[0], origin[1], 0.0],
+            normal: [-sin, cos, 0.0],
+        },
+        Condition::Separate { friction },
+    ))
+    .expect("plane");
+    // A 0.1 x 0.05 block resting on the slope, in the slope's frame.
+    let spacing = 1.0 / 128.0;
+    let mut x = Vec::new();
+    for i in 0..13 {
+        for j in 0..6 {
+            let (u, w) = (
+                (i as f32 + 0.5) * spacing,
+                (j as f32 + 0.5) * spacing + 0.5 / 64.0,
+            );
+            x.push([origin[0] + u * cos - w * sin, origin[1] + u * sin + w * cos]);
+        }
+    }
+    s.add_positions(&x, spacing * spacing, m, [0.0, 0.0])
+        .expect("block");
+    let c0 = mean(&s.positions().expect("x").0);
+    s.advance(t).expect("run");
+    let c1 = mean(&s.positions().expect("x").0);
+    // Along the slope, downhill positive.
+    -((c1[0] - c0[0]) * cos + (c1[1] - c0[1]) * sin)
+}
+
+#[test]
+fn coulomb_friction_on_an_inclined_plane() {
+    // A block on a slope of angle theta under friction mu slides with acceleration
+    // g (sin theta - mu cos theta), or sticks when mu >= tan theta.
+    let (angle, g, t) = (20f32.to_radians(), 9.8f32, 0.25f64);
+    let free = slide(angle, 0.0, t);
+    let expected = 0.5 * g * angle.sin() * (t * t) as f32;
+    assert!(
+        (free - expected).abs() < 0.1 * expected,
+        "frictionless slide {free}, expected {expected}"
+    );
+    let mu = 0.2;
+    let rough = slide(angle, mu, t);
+    let expected_rough = 0.5 * g * (angle.sin() - mu * angle.cos()) * (t * t) as f32;
+    assert!(
+        (rough - expected_rough).abs() < 0.2 * expected_rough,
+        "slide under mu = {mu}: {rough}, expected {expected_rough}"
+    );
+    let stuck = slide(angle, 0.6, t);
+    assert!(
+        stuck.abs() < 0.05 * expected,
+        "mu = 0.6 > tan(20 deg) must hold the block, it slid {stuck}"
+    );
+}
