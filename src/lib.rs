@@ -14,4 +14,5 @@ pub use mpm_vulkan::{VulkanBackend, VulkanOptions};
 pub mod backend;
 pub mod cli;
 pub mod render;
+pub mod scene_file;
 pub mod scenes;

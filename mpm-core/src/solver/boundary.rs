@@ -105,7 +105,7 @@ impl Collider {
     }
 
     /// Checks the shape: finite numbers, a non-zero normal, positive sizes.
-    pub(crate) fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<()> {
         self.condition.code()?;
         let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
         let bad = |what: &str| {

@@ -103,7 +103,8 @@ impl<const D: usize> Settings<D> {
         }
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Checks every range; the error names the setting.
+    pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidParameter(m));
         if self.res.iter().any(|&r| r < 8) {
             return bad(format!(

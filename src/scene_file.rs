@@ -1,0 +1,868 @@
+//! Scene files: a TOML description of a simulation (domain, grid, materials, bodies,
+//! colliders, emitters, output), checked and turned into a solver.
+//!
+//! Every error names the file, line and column and says what was expected; parameter ranges
+//! are checked where they are read, so that the error points at the entry that holds them.
+//! The format is documented in `scenes/README.md`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use mpm_core::solver::{
+    Collider, Condition, Emitter, GridLayout, Material, MaterialId, Region, Sampling, Settings,
+    Shape, Solver, Space, Spline, TimeStep, Walls,
+};
+use mpm_core::BackendRef;
+
+/// What went wrong with a scene file.
+#[derive(Debug, thiserror::Error)]
+pub enum SceneError {
+    #[error("{file}:{line}:{column}: {message}")]
+    At {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{file}: {message}")]
+    File { file: String, message: String },
+    #[error("{file}: building the scene failed: {source}")]
+    Build {
+        file: String,
+        #[source]
+        source: mpm_core::Error,
+    },
+}
+
+/// A parsed and checked scene.
+#[derive(Debug, Clone)]
+pub struct Scene {
+    /// Where it came from, for messages.
+    pub file: String,
+    pub source: String,
+    pub simulation: Simulation,
+    pub materials: Vec<Spanned<MaterialSpec>>,
+    pub bodies: Vec<Spanned<Body>>,
+    pub colliders: Vec<Spanned<ColliderSpec>>,
+    pub emitters: Vec<Spanned<EmitterSpec>>,
+    pub output: Output,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScene {
+    simulation: Spanned<Simulation>,
+    #[serde(default)]
+    materials: Vec<Spanned<MaterialSpec>>,
+    #[serde(default)]
+    bodies: Vec<Spanned<Body>>,
+    #[serde(default)]
+    colliders: Vec<Spanned<ColliderSpec>>,
+    #[serde(default)]
+    emitters: Vec<Spanned<EmitterSpec>>,
+    #[serde(default)]
+    output: Output,
+}
+
+/// `[simulation]`: the domain, grid and time stepping.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Simulation {
+    /// 2 or 3.
+    pub dimension: u32,
+    /// Grid cells per axis.
+    pub resolution: Vec<u32>,
+    /// Cell size in metres (default: 1 / resolution[0], a unit-wide domain).
+    pub dx: Option<f32>,
+    /// Default: 9.8 m/s^2 down the y axis.
+    pub gravity: Option<Vec<f32>>,
+    #[serde(default)]
+    pub spline: SplineName,
+    /// FLIP fraction (0: APIC).
+    #[serde(default)]
+    pub flip: f32,
+    /// A fixed time step in seconds; leave out for an adaptive one.
+    pub dt: Option<f32>,
+    /// Adaptive stepping: CFL number (default 0.5) and largest step (default 1e-3 s).
+    pub cfl: Option<f32>,
+    pub max_dt: Option<f32>,
+    /// Simulated seconds per output frame.
+    pub frame_time: f32,
+    /// Frames to run (the command line may override it).
+    pub frames: u32,
+    #[serde(default)]
+    pub grid: GridSpec,
+    #[serde(default)]
+    pub walls: WallSpec,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SplineName {
+    #[default]
+    Quadratic,
+    Cubic,
+}
+
+/// `grid = { layout = "sparse", block = 4, reserve = 4096 }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridSpec {
+    #[serde(default)]
+    pub layout: LayoutName,
+    #[serde(default = "default_block")]
+    pub block: u32,
+    /// Blocks in the sparse pool (default: a quarter of all blocks).
+    pub reserve: Option<u32>,
+}
+
+impl Default for GridSpec {
+    fn default() -> Self {
+        GridSpec {
+            layout: LayoutName::Dense,
+            block: default_block(),
+            reserve: None,
+        }
+    }
+}
+
+fn default_block() -> u32 {
+    4
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum LayoutName {
+    #[default]
+    Dense,
+    /// Pointer blocks, dense inside.
+    Sparse,
+    /// Pointer blocks, bitmasked inside.
+    Bitmasked,
+}
+
+/// `walls = { thickness = 3, condition = "separate", friction = 0.0 }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WallSpec {
+    #[serde(default = "default_thickness")]
+    pub thickness: u32,
+    #[serde(default = "default_condition")]
+    pub condition: ConditionName,
+    #[serde(default)]
+    pub friction: f32,
+}
+
+impl Default for WallSpec {
+    fn default() -> Self {
+        WallSpec {
+            thickness: default_thickness(),
+            condition: default_condition(),
+            friction: 0.0,
+        }
+    }
+}
+
+fn default_thickness() -> u32 {
+    3
+}
+
+fn default_condition() -> ConditionName {
+    ConditionName::Separate
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConditionName {
+    Sticky,
+    Slip,
+    Separate,
+}
+
+impl ConditionName {
+    fn with(self, friction: f32) -> Condition {
+        match self {
+            ConditionName::Sticky => Condition::Sticky,
+            ConditionName::Slip => Condition::Slip { friction },
+            ConditionName::Separate => Condition::Separate { friction },
+        }
+    }
+}
+
+/// `[[materials]]`: a named material; parameters a model does not use are errors.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaterialSpec {
+    pub name: String,
+    pub model: ModelName,
+    pub density: Option<f32>,
+    pub youngs: Option<f32>,
+    pub poisson: Option<f32>,
+    pub bulk: Option<f32>,
+    pub gamma: Option<f32>,
+    pub viscosity: Option<f32>,
+    pub theta_c: Option<f32>,
+    pub theta_s: Option<f32>,
+    pub hardening: Option<f32>,
+    pub friction_angle: Option<f32>,
+    pub cohesion: Option<f32>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelName {
+    Water,
+    NeoHookean,
+    FixedCorotated,
+    Snow,
+    Sand,
+}
+
+/// `[[bodies]]`: a region filled with particles at the start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Body {
+    pub material: String,
+    #[serde(flatten)]
+    pub shape: RegionSpec,
+    #[serde(default)]
+    pub sampling: SamplingName,
+    /// Particle spacing in metres (default: half a cell).
+    pub spacing: Option<f32>,
+    pub velocity: Option<Vec<f32>>,
+}
+
+/// Where particles go: `shape = "box"` with `min`, `max`; `shape = "sphere"` with `centre`,
+/// `radius`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "shape", rename_all = "kebab-case")]
+pub enum RegionSpec {
+    Box { min: Vec<f32>, max: Vec<f32> },
+    Sphere { centre: Vec<f32>, radius: f32 },
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplingName {
+    Regular,
+    #[default]
+    Jittered,
+    PoissonDisk,
+}
+
+/// `[[colliders]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColliderSpec {
+    #[serde(flatten)]
+    pub shape: ColliderShape,
+    #[serde(default = "default_collider_condition")]
+    pub condition: ConditionName,
+    #[serde(default)]
+    pub friction: f32,
+    pub velocity: Option<Vec<f32>>,
+}
+
+fn default_collider_condition() -> ConditionName {
+    ConditionName::Sticky
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "shape", rename_all = "kebab-case")]
+pub enum ColliderShape {
+    Plane { point: Vec<f32>, normal: Vec<f32> },
+    Box { centre: Vec<f32>, half: Vec<f32> },
+    Sphere { centre: Vec<f32>, radius: f32 },
+}
+
+/// `[[emitters]]`: a body added again every `interval` seconds from `start` to `stop`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmitterSpec {
+    pub material: String,
+    #[serde(flatten)]
+    pub shape: RegionSpec,
+    #[serde(default)]
+    pub sampling: SamplingName,
+    pub spacing: Option<f32>,
+    pub velocity: Option<Vec<f32>>,
+    pub interval: f32,
+    #[serde(default)]
+    pub start: f32,
+    pub stop: f32,
+}
+
+/// `[output]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Output {
+    /// PNG frames (2D: particles; 3D: splats).
+    #[serde(default = "yes")]
+    pub png: bool,
+    #[serde(default)]
+    pub color: ColorBy,
+    /// Binary PLY per frame (position, velocity, material).
+    #[serde(default)]
+    pub ply: bool,
+    /// An animated GIF preview of the PNG frames.
+    #[serde(default)]
+    pub gif: bool,
+    /// Frames between checkpoints (0: none; a checkpoint is also written on Ctrl-C).
+    #[serde(default)]
+    pub checkpoint_every: u32,
+    /// Image width and height in pixels.
+    #[serde(default = "default_image_size")]
+    pub image_size: u32,
+}
+
+impl Default for Output {
+    fn default() -> Self {
+        Output {
+            png: true,
+            color: ColorBy::Material,
+            ply: false,
+            gif: false,
+            checkpoint_every: 0,
+            image_size: default_image_size(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_image_size() -> u32 {
+    512
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ColorBy {
+    #[default]
+    Material,
+    Speed,
+}
+
+/// 1-based line and column of a byte offset.
+fn line_column(source: &str, offset: usize) -> (usize, usize) {
+    let before = &source[..offset.min(source.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, column)
+}
+
+impl Scene {
+    /// Reads and checks a scene file.
+    pub fn load(path: &Path) -> Result<Scene, SceneError> {
+        let source = std::fs::read_to_string(path).map_err(|e| SceneError::File {
+            file: path.display().to_string(),
+            message: format!("cannot read it: {e}"),
+        })?;
+        Scene::parse(&path.display().to_string(), &source)
+    }
+
+    /// Parses and checks scene text; `file` names it in messages.
+    pub fn parse(file: &str, source: &str) -> Result<Scene, SceneError> {
+        let raw: RawScene = toml::from_str(source).map_err(|e| {
+            let (line, column) = line_column(source, e.span().map(|s| s.start).unwrap_or(0));
+            SceneError::At {
+                file: file.into(),
+                line,
+                column,
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        let scene = Scene {
+            file: file.into(),
+            source: source.into(),
+            simulation: raw.simulation.get_ref().clone(),
+            materials: raw.materials,
+            bodies: raw.bodies,
+            colliders: raw.colliders,
+            emitters: raw.emitters,
+            output: raw.output,
+        };
+        scene.check(raw.simulation.span().start)?;
+        Ok(scene)
+    }
+
+    /// An error at a byte offset of the source.
+    fn at(&self, offset: usize, message: impl Into<String>) -> SceneError {
+        let (line, column) = line_column(&self.source, offset);
+        SceneError::At {
+            file: self.file.clone(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    /// Checks what the types cannot: lengths of vectors, ranges, names, bodies in the domain.
+    fn check(&self, sim_at: usize) -> Result<(), SceneError> {
+        let s = &self.simulation;
+        let d = s.dimension as usize;
+        if d != 2 && d != 3 {
+            return Err(self.at(sim_at, format!("dimension = {d}: expected 2 or 3")));
+        }
+        let vec_len = |what: &str, v: &[f32], at: usize| {
+            if v.len() != d || v.iter().any(|x| !x.is_finite()) {
+                Err(self.at(
+                    at,
+                    format!("{what} = {v:?}: expected {d} finite numbers (dimension {d})"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        if s.resolution.len() != d || s.resolution.iter().any(|&r| !(8..=4096).contains(&r)) {
+            return Err(self.at(
+                sim_at,
+                format!(
+                    "resolution = {:?}: expected {d} cell counts from 8 to 4096",
+                    s.resolution
+                ),
+            ));
+        }
+        if let Some(g) = &s.gravity {
+            vec_len("gravity", g, sim_at)?;
+        }
+        // The solver settings carry the remaining range checks; name the table on failure.
+        self.settings_for_check()
+            .map_err(|e| self.at(sim_at, format!("[simulation]: {e}")))?;
+        if !(s.frame_time.is_finite() && s.frame_time > 0.0) {
+            return Err(self.at(
+                sim_at,
+                format!("frame_time = {}: expected seconds > 0", s.frame_time),
+            ));
+        }
+        if let Some(dt) = s.dt {
+            if s.cfl.is_some() || s.max_dt.is_some() {
+                return Err(self.at(
+                    sim_at,
+                    format!("dt = {dt} fixes the time step; cfl and max_dt are for adaptive stepping only (leave dt out)"),
+                ));
+            }
+        }
+        let mut names = Vec::new();
+        for m in &self.materials {
+            let at = m.span().start;
+            if names.contains(&m.get_ref().name) {
+                return Err(self.at(at, format!("material `{}` is defined twice", m.get_ref().name)));
+            }
+            names.push(m.get_ref().name.clone());
+            let material = m.get_ref().to_material().map_err(|e| self.at(at, e))?;
+            material
+                .validate()
+                .map_err(|e| self.at(at, e.to_string()))?;
+        }
+        let known = |name: &str, at: usize| {
+            if names.iter().any(|n| n == name) {
+                Ok(())
+            } else {
+                Err(self.at(
+                    at,
+                    format!("unknown material `{name}`; the scene defines {names:?}"),
+                ))
+            }
+        };
+        let dx = self.dx();
+        let lo = 2.0 * dx;
+        let hi: Vec<f32> = s.resolution.iter().map(|&r| (r as f32 - 2.0) * dx).collect();
+        let region_ok = |r: &RegionSpec, spacing: Option<f32>, v: &Option<Vec<f32>>, at: usize| {
+            let (min, max) = match r {
+                RegionSpec::Box { min, max } => {
+                    vec_len("min", min, at)?;
+                    vec_len("max", max, at)?;
+                    if min.iter().zip(max).any(|(a, b)| a >= b) {
+                        return Err(self.at(at, format!("box min {min:?} must lie below max {max:?}")));
+                    }
+                    (min.clone(), max.clone())
+                }
+                RegionSpec::Sphere { centre, radius } => {
+                    vec_len("centre", centre, at)?;
+                    if !(radius.is_finite() && *radius > 0.0) {
+                        return Err(self.at(at, format!("radius = {radius}: expected > 0")));
+                    }
+                    (
+                        centre.iter().map(|c| c - radius).collect(),
+                        centre.iter().map(|c| c + radius).collect(),
+                    )
+                }
+            };
+            if min.iter().any(|&m| m < lo) || max.iter().zip(&hi).any(|(m, h)| m > h) {
+                return Err(self.at(
+                    at,
+                    format!(
+                        "the body spans {min:?}..{max:?}, outside the domain's interior {lo}..{hi:?} (two cells from each side)"
+                    ),
+                ));
+            }
+            if let Some(sp) = spacing {
+                if !(sp.is_finite() && sp > 0.0) {
+                    return Err(self.at(at, format!("spacing = {sp}: expected metres > 0")));
+                }
+            }
+            if let Some(v) = v {
+                vec_len("velocity", v, at)?;
+            }
+            Ok(())
+        };
+        for b in &self.bodies {
+            let at = b.span().start;
+            let body = b.get_ref();
+            known(&body.material, at)?;
+            region_ok(&body.shape, body.spacing, &body.velocity, at)?;
+        }
+        for e in &self.emitters {
+            let at = e.span().start;
+            let em = e.get_ref();
+            known(&em.material, at)?;
+            region_ok(&em.shape, em.spacing, &em.velocity, at)?;
+            if !(em.interval.is_finite() && em.interval > 0.0) {
+                return Err(self.at(at, format!("interval = {}: expected seconds > 0", em.interval)));
+            }
+            if !(em.start >= 0.0 && em.stop > em.start) {
+                return Err(self.at(at, format!("start = {}, stop = {}: expected 0 <= start < stop", em.start, em.stop)));
+            }
+        }
+        for c in &self.colliders {
+            let at = c.span().start;
+            let spec = c.get_ref();
+            match &spec.shape {
+                ColliderShape::Plane { point, normal } => {
+                    vec_len("point", point, at)?;
+                    vec_len("normal", normal, at)?;
+                }
+                ColliderShape::Box { centre, half } => {
+                    vec_len("centre", centre, at)?;
+                    vec_len("half", half, at)?;
+                }
+                ColliderShape::Sphere { centre, .. } => vec_len("centre", centre, at)?,
+            }
+            if let Some(v) = &spec.velocity {
+                vec_len("velocity", v, at)?;
+            }
+            spec.to_collider(d)
+                .validate()
+                .map_err(|e| self.at(at, e.to_string()))?;
+        }
+        if self.output.image_size < 16 || self.output.image_size > 8192 {
+            return Err(SceneError::File {
+                file: self.file.clone(),
+                message: format!(
+                    "[output] image_size = {}: expected 16 to 8192 pixels",
+                    self.output.image_size
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.simulation.dimension as usize
+    }
+
+    /// The cell size.
+    pub fn dx(&self) -> f32 {
+        self.simulation
+            .dx
+            .unwrap_or(1.0 / self.simulation.resolution[0] as f32)
+    }
+
+    fn settings_for_check(&self) -> mpm_core::Result<()> {
+        match self.dimension() {
+            2 => self.settings::<2>().validate(),
+            _ => self.settings::<3>().validate(),
+        }
+    }
+
+    /// The solver settings in `D` dimensions.
+    pub fn settings<const D: usize>(&self) -> Settings<D> {
+        let s = &self.simulation;
+        let res: [u32; D] = std::array::from_fn(|a| s.resolution.get(a).copied().unwrap_or(8));
+        let mut settings = Settings::<D>::new(res[0], s.dt.unwrap_or(1e-4));
+        settings.res = res;
+        settings.dx = self.dx();
+        if let Some(g) = &s.gravity {
+            settings.gravity = std::array::from_fn(|a| g.get(a).copied().unwrap_or(0.0));
+        }
+        settings.spline = match s.spline {
+            SplineName::Quadratic => Spline::Quadratic,
+            SplineName::Cubic => Spline::Cubic,
+        };
+        settings.flip = s.flip;
+        settings.time_step = match s.dt {
+            Some(dt) => TimeStep::Fixed(dt),
+            None => TimeStep::Adaptive {
+                cfl: s.cfl.unwrap_or(0.5),
+                max: s.max_dt.unwrap_or(1e-3),
+            },
+        };
+        settings.walls = Walls {
+            thickness: s.walls.thickness,
+            condition: s.walls.condition.with(s.walls.friction),
+        };
+        let blocks: u32 = res.iter().map(|r| r / s.grid.block.max(1)).product();
+        let reserve = s.grid.reserve.unwrap_or((blocks / 4).max(64));
+        settings.grid = match s.grid.layout {
+            LayoutName::Dense => GridLayout::Dense,
+            LayoutName::Sparse | LayoutName::Bitmasked => GridLayout::Sparse {
+                block: s.grid.block,
+                bitmasked: s.grid.layout == LayoutName::Bitmasked,
+                reserve,
+            },
+        };
+        settings
+    }
+
+    /// Builds the solver with every material, body, collider and emitter of the scene.
+    pub fn build<S: Space<D>, const D: usize>(
+        &self,
+        backend: &BackendRef,
+    ) -> Result<Solver<S, D>, SceneError> {
+        let fail = |source| SceneError::Build {
+            file: self.file.clone(),
+            source,
+        };
+        let mut solver = Solver::<S, D>::new(backend, self.settings::<D>()).map_err(fail)?;
+        let mut ids = Vec::new();
+        for m in &self.materials {
+            let material = m.get_ref().to_material().map_err(|e| self.at(m.span().start, e))?;
+            ids.push((m.get_ref().name.clone(), solver.add_material(material).map_err(fail)?));
+        }
+        let id = |name: &str| -> MaterialId {
+            ids.iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, id)| *id)
+                .unwrap_or(MaterialId(0))
+        };
+        let dx = self.dx();
+        for b in &self.bodies {
+            let body = b.get_ref();
+            let n = solver
+                .add_particles(
+                    &body.shape.region::<D>(),
+                    body.sampling.into(),
+                    body.spacing.unwrap_or(dx / 2.0),
+                    id(&body.material),
+                    vector(&body.velocity),
+                )
+                .map_err(|e| self.at(b.span().start, e.to_string()))?;
+            if n == 0 {
+                return Err(self.at(
+                    b.span().start,
+                    "the body holds no particle at its spacing; make it larger or the spacing smaller",
+                ));
+            }
+        }
+        for c in &self.colliders {
+            solver
+                .add_collider(c.get_ref().to_collider(D))
+                .map_err(|e| self.at(c.span().start, e.to_string()))?;
+        }
+        for e in &self.emitters {
+            let em = e.get_ref();
+            solver
+                .add_emitter(Emitter {
+                    region: em.shape.region::<D>(),
+                    sampling: em.sampling.into(),
+                    spacing: em.spacing.unwrap_or(dx / 2.0),
+                    material: id(&em.material),
+                    velocity: vector(&em.velocity),
+                    interval: em.interval,
+                    start: em.start,
+                    stop: em.stop,
+                })
+                .map_err(|err| self.at(e.span().start, err.to_string()))?;
+        }
+        Ok(solver)
+    }
+
+    /// Substeps per frame with a fixed time step (adaptive runs step until the frame time).
+    pub fn frames(&self) -> u32 {
+        self.simulation.frames
+    }
+}
+
+fn vector<const D: usize>(v: &Option<Vec<f32>>) -> [f32; D] {
+    std::array::from_fn(|a| v.as_ref().and_then(|v| v.get(a).copied()).unwrap_or(0.0))
+}
+
+fn vector3(v: &[f32]) -> [f32; 3] {
+    std::array::from_fn(|a| v.get(a).copied().unwrap_or(0.0))
+}
+
+impl RegionSpec {
+    fn region<const D: usize>(&self) -> Region<D> {
+        match self {
+            RegionSpec::Box { min, max } => Region::Box {
+                min: vector(&Some(min.clone())),
+                max: vector(&Some(max.clone())),
+            },
+            RegionSpec::Sphere { centre, radius } => Region::Sphere {
+                centre: vector(&Some(centre.clone())),
+                radius: *radius,
+            },
+        }
+    }
+}
+
+impl From<SamplingName> for Sampling {
+    fn from(s: SamplingName) -> Self {
+        match s {
+            SamplingName::Regular => Sampling::Regular,
+            SamplingName::Jittered => Sampling::Jittered,
+            SamplingName::PoissonDisk => Sampling::PoissonDisk,
+        }
+    }
+}
+
+impl ColliderSpec {
+    fn to_collider(&self, d: usize) -> Collider {
+        // In 2D a box reaches through the unused third axis.
+        let third = if d == 2 { 1.0 } else { 0.0 };
+        let shape = match &self.shape {
+            ColliderShape::Plane { point, normal } => Shape::Plane {
+                point: vector3(point),
+                normal: vector3(normal),
+            },
+            ColliderShape::Box { centre, half } => {
+                let mut h = vector3(half);
+                if d == 2 {
+                    h[2] = third;
+                }
+                Shape::Box {
+                    centre: vector3(centre),
+                    half: h,
+                }
+            }
+            ColliderShape::Sphere { centre, radius } => Shape::Sphere {
+                centre: vector3(centre),
+                radius: *radius,
+            },
+        };
+        Collider {
+            shape,
+            condition: self.condition.with(self.friction),
+            velocity: self.velocity.as_deref().map(vector3).unwrap_or([0.0; 3]),
+        }
+    }
+}
+
+impl MaterialSpec {
+    /// The material, with the model's defaults for what the file leaves out; parameters the
+    /// model does not take are errors.
+    pub fn to_material(&self) -> Result<Material, String> {
+        let given: Vec<(&str, Option<f32>)> = vec![
+            ("youngs", self.youngs),
+            ("poisson", self.poisson),
+            ("bulk", self.bulk),
+            ("gamma", self.gamma),
+            ("viscosity", self.viscosity),
+            ("theta_c", self.theta_c),
+            ("theta_s", self.theta_s),
+            ("hardening", self.hardening),
+            ("friction_angle", self.friction_angle),
+            ("cohesion", self.cohesion),
+        ];
+        let takes: &[&str] = match self.model {
+            ModelName::Water => &["bulk", "gamma", "viscosity"],
+            ModelName::NeoHookean | ModelName::FixedCorotated => &["youngs", "poisson"],
+            ModelName::Snow => &["youngs", "poisson", "theta_c", "theta_s", "hardening"],
+            ModelName::Sand => &["youngs", "poisson", "friction_angle", "cohesion"],
+        };
+        if let Some((name, _)) = given
+            .iter()
+            .find(|(name, v)| v.is_some() && !takes.contains(name))
+        {
+            return Err(format!(
+                "material `{}`: model {:?} takes no `{name}` (it takes {takes:?})",
+                self.name, self.model
+            ));
+        }
+        let or = |v: Option<f32>, d: f32| v.unwrap_or(d);
+        Ok(match self.model {
+            ModelName::Water => {
+                let Material::Water {
+                    density,
+                    bulk,
+                    gamma,
+                    viscosity,
+                } = Material::water()
+                else {
+                    unreachable!("Material::water() is water")
+                };
+                Material::Water {
+                    density: or(self.density, density),
+                    bulk: or(self.bulk, bulk),
+                    gamma: or(self.gamma, gamma),
+                    viscosity: or(self.viscosity, viscosity),
+                }
+            }
+            ModelName::NeoHookean => Material::NeoHookean {
+                density: or(self.density, 1000.0),
+                youngs: or(self.youngs, 1e5),
+                poisson: or(self.poisson, 0.3),
+            },
+            ModelName::FixedCorotated => Material::FixedCorotated {
+                density: or(self.density, 1000.0),
+                youngs: or(self.youngs, 1e5),
+                poisson: or(self.poisson, 0.3),
+            },
+            ModelName::Snow => {
+                let Material::Snow {
+                    density,
+                    youngs,
+                    poisson,
+                    theta_c,
+                    theta_s,
+                    hardening,
+                } = Material::snow()
+                else {
+                    unreachable!("Material::snow() is snow")
+                };
+                Material::Snow {
+                    density: or(self.density, density),
+                    youngs: or(self.youngs, youngs),
+                    poisson: or(self.poisson, poisson),
+                    theta_c: or(self.theta_c, theta_c),
+                    theta_s: or(self.theta_s, theta_s),
+                    hardening: or(self.hardening, hardening),
+                }
+            }
+            ModelName::Sand => {
+                let Material::Sand {
+                    density,
+                    youngs,
+                    poisson,
+                    friction_angle,
+                    cohesion,
+                } = Material::sand()
+                else {
+                    unreachable!("Material::sand() is sand")
+                };
+                Material::Sand {
+                    density: or(self.density, density),
+                    youngs: or(self.youngs, youngs),
+                    poisson: or(self.poisson, poisson),
+                    friction_angle: or(self.friction_angle, friction_angle),
+                    cohesion: or(self.cohesion, cohesion),
+                }
+            }
+        })
+    }
+}
+
+/// The scene file of a path, or the built-in default when there is none.
+pub fn load_or_default(path: Option<&PathBuf>) -> Result<Scene, SceneError> {
+    match path {
+        Some(p) => Scene::load(p),
+        None => Scene::parse("<built-in dam_break.toml>", DEFAULT_SCENE),
+    }
+}
+
+/// The built-in default: the 2D fluid-solid dam break.
+pub const DEFAULT_SCENE: &str = include_str!("../scenes/dam_break.toml");
