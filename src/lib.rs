@@ -12,7 +12,11 @@ pub use mpm_cpu::CpuBackend;
 pub use mpm_vulkan::{VulkanBackend, VulkanOptions};
 
 pub mod backend;
+pub mod checkpoint;
 pub mod cli;
+pub mod commands;
+pub mod mesh;
+pub mod output;
 pub mod render;
 pub mod scene_file;
 pub mod scenes;

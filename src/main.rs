@@ -1,20 +1,40 @@
-//! The `mpm` program: runs the built-in default scene (Taichi's mpm99) with the common flags.
+//! The `mpm` program: runs scene files, describes them, lists Vulkan devices and benchmarks
+//! the standard scenes.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
-use mpm::cli::{report, run_mpm99, RunArgs};
+use clap::{Parser, Subcommand};
+use mpm::commands::{self, BenchOptions, RunOptions};
 
 #[derive(Parser)]
-#[command(
-    name = "mpm",
-    about = "Material Point Method engine: runs the built-in default scene (mpm99)"
-)]
+#[command(name = "mpm", version, about = "Material Point Method engine")]
 struct Cli {
-    #[command(flatten)]
-    run: RunArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs a scene file (without one, the built-in 2D dam break).
+    Run(RunOptions),
+    /// Checks a scene file and summarises it.
+    Info {
+        /// Scene file (TOML); without one the built-in dam break.
+        scene: Option<PathBuf>,
+    },
+    /// Lists Vulkan devices, their limits, and which one `--backend auto` picks.
+    Devices,
+    /// Times the standard scenes on the CPU and Vulkan backends.
+    Bench(BenchOptions),
 }
 
 fn main() -> ExitCode {
-    report(run_mpm99(&Cli::parse().run))
+    let result = match Cli::parse().command {
+        Command::Run(opts) => commands::run(&opts).map(|_| ()),
+        Command::Info { scene } => commands::info(scene.as_ref()),
+        Command::Devices => commands::devices(),
+        Command::Bench(opts) => commands::bench(&opts).map(|_| ()),
+    };
+    mpm::cli::report(result)
 }

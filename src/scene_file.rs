@@ -225,8 +225,11 @@ pub enum ModelName {
 #[serde(deny_unknown_fields)]
 pub struct Body {
     pub material: String,
-    #[serde(flatten)]
-    pub shape: RegionSpec,
+    pub shape: ShapeName,
+    pub min: Option<Vec<f32>>,
+    pub max: Option<Vec<f32>>,
+    pub centre: Option<Vec<f32>>,
+    pub radius: Option<f32>,
     #[serde(default)]
     pub sampling: SamplingName,
     /// Particle spacing in metres (default: half a cell).
@@ -234,13 +237,58 @@ pub struct Body {
     pub velocity: Option<Vec<f32>>,
 }
 
-/// Where particles go: `shape = "box"` with `min`, `max`; `shape = "sphere"` with `centre`,
-/// `radius`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "shape", rename_all = "kebab-case")]
+/// Shapes of bodies, emitters and colliders: a box takes `min` and `max` (colliders:
+/// `centre` and `half`), a sphere `centre` and `radius`, a plane `point` and `normal`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShapeName {
+    Box,
+    Sphere,
+    Plane,
+}
+
+/// Where particles go.
+#[derive(Debug, Clone)]
 pub enum RegionSpec {
     Box { min: Vec<f32>, max: Vec<f32> },
     Sphere { centre: Vec<f32>, radius: f32 },
+}
+
+/// Picks the fields a shape takes, refusing missing and extra ones.
+fn region_of(
+    shape: ShapeName,
+    min: &Option<Vec<f32>>,
+    max: &Option<Vec<f32>>,
+    centre: &Option<Vec<f32>>,
+    radius: Option<f32>,
+) -> Result<RegionSpec, String> {
+    match (shape, min, max, centre, radius) {
+        (ShapeName::Box, Some(min), Some(max), None, None) => Ok(RegionSpec::Box {
+            min: min.clone(),
+            max: max.clone(),
+        }),
+        (ShapeName::Sphere, None, None, Some(centre), Some(radius)) => Ok(RegionSpec::Sphere {
+            centre: centre.clone(),
+            radius,
+        }),
+        (ShapeName::Box, ..) => Err("a box takes `min` and `max` (and no `centre` or `radius`)".into()),
+        (ShapeName::Sphere, ..) => {
+            Err("a sphere takes `centre` and `radius` (and no `min` or `max`)".into())
+        }
+        (ShapeName::Plane, ..) => Err("particles fill a box or a sphere, not a plane".into()),
+    }
+}
+
+impl Body {
+    pub fn region(&self) -> Result<RegionSpec, String> {
+        region_of(self.shape, &self.min, &self.max, &self.centre, self.radius)
+    }
+}
+
+impl EmitterSpec {
+    pub fn region(&self) -> Result<RegionSpec, String> {
+        region_of(self.shape, &self.min, &self.max, &self.centre, self.radius)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -256,8 +304,12 @@ pub enum SamplingName {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColliderSpec {
-    #[serde(flatten)]
-    pub shape: ColliderShape,
+    pub shape: ShapeName,
+    pub point: Option<Vec<f32>>,
+    pub normal: Option<Vec<f32>>,
+    pub centre: Option<Vec<f32>>,
+    pub half: Option<Vec<f32>>,
+    pub radius: Option<f32>,
     #[serde(default = "default_collider_condition")]
     pub condition: ConditionName,
     #[serde(default)]
@@ -269,8 +321,8 @@ fn default_collider_condition() -> ConditionName {
     ConditionName::Sticky
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "shape", rename_all = "kebab-case")]
+/// A collider's shape with its fields.
+#[derive(Debug, Clone)]
 pub enum ColliderShape {
     Plane { point: Vec<f32>, normal: Vec<f32> },
     Box { centre: Vec<f32>, half: Vec<f32> },
@@ -282,8 +334,11 @@ pub enum ColliderShape {
 #[serde(deny_unknown_fields)]
 pub struct EmitterSpec {
     pub material: String,
-    #[serde(flatten)]
-    pub shape: RegionSpec,
+    pub shape: ShapeName,
+    pub min: Option<Vec<f32>>,
+    pub max: Option<Vec<f32>>,
+    pub centre: Option<Vec<f32>>,
+    pub radius: Option<f32>,
     #[serde(default)]
     pub sampling: SamplingName,
     pub spacing: Option<f32>,
@@ -514,13 +569,15 @@ impl Scene {
             let at = b.span().start;
             let body = b.get_ref();
             known(&body.material, at)?;
-            region_ok(&body.shape, body.spacing, &body.velocity, at)?;
+            let region = body.region().map_err(|e| self.at(at, e))?;
+            region_ok(&region, body.spacing, &body.velocity, at)?;
         }
         for e in &self.emitters {
             let at = e.span().start;
             let em = e.get_ref();
             known(&em.material, at)?;
-            region_ok(&em.shape, em.spacing, &em.velocity, at)?;
+            let region = em.region().map_err(|e| self.at(at, e))?;
+            region_ok(&region, em.spacing, &em.velocity, at)?;
             if !(em.interval.is_finite() && em.interval > 0.0) {
                 return Err(self.at(at, format!("interval = {}: expected seconds > 0", em.interval)));
             }
@@ -531,7 +588,7 @@ impl Scene {
         for c in &self.colliders {
             let at = c.span().start;
             let spec = c.get_ref();
-            match &spec.shape {
+            match &spec.geometry().map_err(|e| self.at(at, e))? {
                 ColliderShape::Plane { point, normal } => {
                     vec_len("point", point, at)?;
                     vec_len("normal", normal, at)?;
@@ -644,7 +701,7 @@ impl Scene {
             let body = b.get_ref();
             let n = solver
                 .add_particles(
-                    &body.shape.region::<D>(),
+                    &body.region().map_err(|e| self.at(b.span().start, e))?.region::<D>(),
                     body.sampling.into(),
                     body.spacing.unwrap_or(dx / 2.0),
                     id(&body.material),
@@ -667,7 +724,7 @@ impl Scene {
             let em = e.get_ref();
             solver
                 .add_emitter(Emitter {
-                    region: em.shape.region::<D>(),
+                    region: em.region().map_err(|err| self.at(e.span().start, err))?.region::<D>(),
                     sampling: em.sampling.into(),
                     spacing: em.spacing.unwrap_or(dx / 2.0),
                     material: id(&em.material),
@@ -721,10 +778,40 @@ impl From<SamplingName> for Sampling {
 }
 
 impl ColliderSpec {
+    /// Picks the fields the shape takes, refusing missing and extra ones.
+    pub fn geometry(&self) -> Result<ColliderShape, String> {
+        let c = self;
+        match (c.shape, &c.point, &c.normal, &c.centre, &c.half, c.radius) {
+            (ShapeName::Plane, Some(p), Some(n), None, None, None) => Ok(ColliderShape::Plane {
+                point: p.clone(),
+                normal: n.clone(),
+            }),
+            (ShapeName::Box, None, None, Some(centre), Some(half), None) => Ok(ColliderShape::Box {
+                centre: centre.clone(),
+                half: half.clone(),
+            }),
+            (ShapeName::Sphere, None, None, Some(centre), None, Some(radius)) => {
+                Ok(ColliderShape::Sphere {
+                    centre: centre.clone(),
+                    radius,
+                })
+            }
+            (ShapeName::Plane, ..) => Err("a plane collider takes `point` and `normal` only".into()),
+            (ShapeName::Box, ..) => Err("a box collider takes `centre` and `half` only".into()),
+            (ShapeName::Sphere, ..) => {
+                Err("a sphere collider takes `centre` and `radius` only".into())
+            }
+        }
+    }
+
     fn to_collider(&self, d: usize) -> Collider {
         // In 2D a box reaches through the unused third axis.
         let third = if d == 2 { 1.0 } else { 0.0 };
-        let shape = match &self.shape {
+        let geometry = self.geometry().unwrap_or(ColliderShape::Sphere {
+            centre: vec![0.0; 3],
+            radius: 0.0,
+        });
+        let shape = match &geometry {
             ColliderShape::Plane { point, normal } => Shape::Plane {
                 point: vector3(point),
                 normal: vector3(normal),

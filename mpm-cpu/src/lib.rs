@@ -25,15 +25,41 @@ impl Buffer for HostBuffer {
     }
 }
 
-/// Runs kernels on all cores with rayon.
+/// Runs kernels on all cores with rayon, or on a pool of its own.
 #[derive(Default)]
 pub struct CpuBackend {
     profile: Mutex<HashMap<String, (u64, Duration)>>,
+    /// A pool of a chosen size; `None` runs on rayon's global pool.
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl CpuBackend {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Runs kernels on `threads` threads. One thread makes runs bit-for-bit reproducible:
+    /// float atomics then add in program order (with more, in whatever order threads reach
+    /// them).
+    pub fn with_threads(threads: usize) -> Result<Self> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .build()
+            .map_err(|e| Error::Backend {
+                backend: "cpu",
+                message: format!("cannot start {threads} threads: {e}"),
+            })?;
+        Ok(CpuBackend {
+            profile: Mutex::default(),
+            pool: Some(pool),
+        })
+    }
+
+    fn threads(&self) -> usize {
+        match &self.pool {
+            Some(p) => p.current_num_threads(),
+            None => rayon::current_num_threads(),
+        }
     }
 }
 
@@ -52,7 +78,7 @@ impl Backend for CpuBackend {
     }
 
     fn describe(&self) -> String {
-        format!("cpu ({} threads)", rayon::current_num_threads())
+        format!("cpu ({} threads)", self.threads())
     }
 
     fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>> {
@@ -117,7 +143,10 @@ impl Backend for CpuBackend {
             out_of_bounds: AtomicUsize::new(0),
         };
         let start = Instant::now();
-        (kernel.cpu)(&host);
+        match &self.pool {
+            Some(pool) => pool.install(|| (kernel.cpu)(&host)),
+            None => (kernel.cpu)(&host),
+        }
         let elapsed = start.elapsed();
         if let Ok(mut p) = self.profile.lock() {
             let e = p.entry(kernel.qualified_name()).or_default();

@@ -233,11 +233,21 @@ fn pick(cands: Vec<Candidate>, want: Option<&str>) -> Result<Candidate> {
             }
         }
         None => {
-            let mut cands = cands;
-            cands.sort_by_key(|c| (device_type_rank_of(&c.info.device_type), c.info.index));
-            Ok(cands.remove(0))
+            let infos: Vec<DeviceInfo> = cands.iter().map(|c| c.info.clone()).collect();
+            let i = preferred_device(&infos).unwrap_or(0);
+            Ok(cands.into_iter().nth(i).expect("a preferred device is listed"))
         }
     }
+}
+
+/// The position in `devices` of the one used when `MPM_VK_DEVICE` is unset: discrete GPUs
+/// first, then integrated, virtual and CPU devices; the first listed of a kind.
+pub fn preferred_device(devices: &[DeviceInfo]) -> Option<usize> {
+    devices
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, d)| (device_type_rank_of(&d.device_type), d.index))
+        .map(|(i, _)| i)
 }
 
 fn device_type_rank_of(t: &str) -> u32 {

@@ -19,7 +19,7 @@ use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
 use mpm_core::{Backend, BackendKind, KernelDesc, Result};
 
 pub use compile::{cache_dir, fnv1a64, CompileStats};
-pub use context::list_devices;
+pub use context::{list_devices, preferred_device};
 pub use launch::LOCAL_SIZE;
 
 use context::{backend_err, Context};

@@ -618,6 +618,59 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         Ok((x.into_iter().map(S::components).collect(), m))
     }
 
+    /// Everything that evolves during a run, for checkpoints. Dead particles and the status
+    /// words are kept as they are, so that a restored run compacts exactly as the original.
+    pub fn snapshot(&self) -> Result<Snapshot<S::V, S::M>> {
+        Ok(Snapshot {
+            particles: self.particles.download()?,
+            status: self.status.download()?,
+            step: self.step,
+            time: self.time,
+            dt: self.dt,
+            speed_bound: self.speed_bound,
+            seed: self.seed,
+            colliders: self.colliders.clone(),
+            emitter_times: self.emitters.iter().map(|(_, next)| *next).collect(),
+        })
+    }
+
+    /// Continues from a snapshot of a solver built the same way (same settings, materials
+    /// and emitters).
+    pub fn restore(&mut self, s: Snapshot<S::V, S::M>) -> Result<()> {
+        if s.emitter_times.len() != self.emitters.len()
+            || s.colliders.len() != self.colliders.len()
+            || s.status.len() != kernels::STATUS_WORDS as usize
+        {
+            return Err(Error::InvalidParameter(format!(
+                "the snapshot has {} emitters and {} colliders, this solver {} and {}",
+                s.emitter_times.len(),
+                s.colliders.len(),
+                self.emitters.len(),
+                self.colliders.len()
+            )));
+        }
+        if let Some(bad) = s.particles.material.iter().find(|&&m| {
+            let id = if m < 0 { -1 - m } else { m };
+            self.materials.get(MaterialId(id)).is_none()
+        }) {
+            return Err(Error::InvalidParameter(format!(
+                "the snapshot holds particles of material {bad}, which this solver lacks"
+            )));
+        }
+        self.particles.upload(&s.particles)?;
+        self.status.upload(&s.status)?;
+        self.step = s.step;
+        self.time = s.time;
+        self.dt = s.dt;
+        self.speed_bound = s.speed_bound;
+        self.seed = s.seed;
+        self.colliders = s.colliders;
+        for ((_, next), t) in self.emitters.iter_mut().zip(s.emitter_times) {
+            *next = t;
+        }
+        self.upload_colliders()
+    }
+
     fn emit(&mut self) -> Result<()> {
         let mut due = Vec::new();
         for (e, next) in &mut self.emitters {
@@ -656,6 +709,20 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         };
         Ok(())
     }
+}
+
+/// The evolving state of a solver (see `Solver::snapshot`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot<V, M> {
+    pub particles: HostParticles<V, M>,
+    pub status: Vec<i32>,
+    pub step: u64,
+    pub time: f64,
+    pub dt: f32,
+    pub speed_bound: f32,
+    pub seed: u32,
+    pub colliders: Vec<Collider>,
+    pub emitter_times: Vec<f64>,
 }
 
 /// Cells between the border and where particles may be (a cubic stencil reaches two).

@@ -23,6 +23,7 @@ pub struct Particles<V: Elem, M: Elem> {
 }
 
 /// Particle data on the host, for appending and compacting.
+#[derive(Clone, Debug, PartialEq)]
 pub struct HostParticles<V, M> {
     pub x: Vec<V>,
     pub v: Vec<V>,
