@@ -84,7 +84,11 @@ impl Reader<'_> {
         let Some(end) = end else {
             return Err(CheckpointError::Invalid {
                 path: self.path.into(),
-                why: format!("it ends early, at byte {} of {}", self.data.len(), self.at + n),
+                why: format!(
+                    "it ends early, at byte {} of {}",
+                    self.data.len(),
+                    self.at + n
+                ),
             });
         };
         let out = &self.data[self.at..end];
@@ -153,11 +157,7 @@ fn read_collider(r: &mut Reader) -> Result<Collider, CheckpointError> {
         *x = r.f32()?;
     }
     let radius = r.f32()?;
-    let (a, b, velocity) = (
-        [v[0], v[1], v[2]],
-        [v[3], v[4], v[5]],
-        [v[6], v[7], v[8]],
-    );
+    let (a, b, velocity) = ([v[0], v[1], v[2]], [v[3], v[4], v[5]], [v[6], v[7], v[8]]);
     let shape = match kind {
         0 => Shape::Plane {
             point: a,
@@ -251,12 +251,16 @@ pub fn load<V: Elem, M: Elem>(
         why,
     };
     if data.len() < MAGIC.len() + 8 || &data[..MAGIC.len()] != MAGIC {
-        return Err(invalid("it does not start with the checkpoint magic".into()));
+        return Err(invalid(
+            "it does not start with the checkpoint magic".into(),
+        ));
     }
     let (body, tail) = data.split_at(data.len() - 8);
     let stored = u64::from_le_bytes(tail.try_into().unwrap_or([0; 8]));
     if mpm_vulkan::fnv1a64(&[body]) != stored {
-        return Err(invalid("its checksum does not match: the file is damaged".into()));
+        return Err(invalid(
+            "its checksum does not match: the file is damaged".into(),
+        ));
     }
     let mut r = Reader {
         data: body,

@@ -120,7 +120,10 @@ fn print_profile(backend: &BackendRef) {
     if profile.is_empty() {
         return;
     }
-    println!("{:<48} {:>6} {:>8} {:>12}", "kernel loop", "calls", "total s", "ms per call");
+    println!(
+        "{:<48} {:>6} {:>8} {:>12}",
+        "kernel loop", "calls", "total s", "ms per call"
+    );
     for t in profile {
         println!(
             "{:<48} {:>6} {:>8.3} {:>12.3}",
@@ -165,10 +168,8 @@ fn drive<S: Space<D>, const D: usize>(
     let stop = interrupted();
     let bar = ProgressBar::new(frames as u64).with_position(first as u64);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} frames, {per_sec}, {eta} left {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{bar:40} {pos}/{len} frames, {per_sec}, {eta} left {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let start = Instant::now();
     let steps0 = solver.steps();
@@ -177,7 +178,7 @@ fn drive<S: Space<D>, const D: usize>(
     let mut done = first;
     'frames: for frame in first..frames {
         let target = (frame + 1) as f64 * frame_time;
-        while solver.time() + 0.5 * solver.next_dt() as f64 < target {
+        while solver.time() + 0.5 * f64::from(solver.next_dt()) < target {
             solver.substep()?;
             if stop.load(Ordering::SeqCst) {
                 break 'frames;
@@ -186,7 +187,10 @@ fn drive<S: Space<D>, const D: usize>(
         let (x, materials) = solver.positions()?;
         peak = peak.max(solver.grid.bytes() + solver.particles.bytes());
         if output.png {
-            let size = solver.settings().res.map(|r| r as f32 * solver.settings().dx);
+            let size = solver
+                .settings()
+                .res
+                .map(|r| r as f32 * solver.settings().dx);
             let extent = size.iter().cloned().fold(0.0f32, f32::max);
             let points: Vec<mpm_core::glam::Vec2> = x
                 .iter()
@@ -323,7 +327,9 @@ pub fn devices() -> Result<(), AnyError> {
             return Ok(());
         }
     };
-    let chosen = std::env::var("MPM_VK_DEVICE").ok().filter(|v| !v.trim().is_empty());
+    let chosen = std::env::var("MPM_VK_DEVICE")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
     let preferred = mpm_vulkan::preferred_device(&list);
     for (i, d) in list.iter().enumerate() {
         let mark = if chosen.is_none() && preferred == Some(i) {

@@ -271,7 +271,9 @@ fn region_of(
             centre: centre.clone(),
             radius,
         }),
-        (ShapeName::Box, ..) => Err("a box takes `min` and `max` (and no `centre` or `radius`)".into()),
+        (ShapeName::Box, ..) => {
+            Err("a box takes `min` and `max` (and no `centre` or `radius`)".into())
+        }
         (ShapeName::Sphere, ..) => {
             Err("a sphere takes `centre` and `radius` (and no `min` or `max`)".into())
         }
@@ -505,7 +507,10 @@ impl Scene {
         for m in &self.materials {
             let at = m.span().start;
             if names.contains(&m.get_ref().name) {
-                return Err(self.at(at, format!("material `{}` is defined twice", m.get_ref().name)));
+                return Err(self.at(
+                    at,
+                    format!("material `{}` is defined twice", m.get_ref().name),
+                ));
             }
             names.push(m.get_ref().name.clone());
             let material = m.get_ref().to_material().map_err(|e| self.at(at, e))?;
@@ -525,14 +530,20 @@ impl Scene {
         };
         let dx = self.dx();
         let lo = 2.0 * dx;
-        let hi: Vec<f32> = s.resolution.iter().map(|&r| (r as f32 - 2.0) * dx).collect();
+        let hi: Vec<f32> = s
+            .resolution
+            .iter()
+            .map(|&r| (r as f32 - 2.0) * dx)
+            .collect();
         let region_ok = |r: &RegionSpec, spacing: Option<f32>, v: &Option<Vec<f32>>, at: usize| {
             let (min, max) = match r {
                 RegionSpec::Box { min, max } => {
                     vec_len("min", min, at)?;
                     vec_len("max", max, at)?;
                     if min.iter().zip(max).any(|(a, b)| a >= b) {
-                        return Err(self.at(at, format!("box min {min:?} must lie below max {max:?}")));
+                        return Err(
+                            self.at(at, format!("box min {min:?} must lie below max {max:?}"))
+                        );
                     }
                     (min.clone(), max.clone())
                 }
@@ -579,10 +590,19 @@ impl Scene {
             let region = em.region().map_err(|e| self.at(at, e))?;
             region_ok(&region, em.spacing, &em.velocity, at)?;
             if !(em.interval.is_finite() && em.interval > 0.0) {
-                return Err(self.at(at, format!("interval = {}: expected seconds > 0", em.interval)));
+                return Err(self.at(
+                    at,
+                    format!("interval = {}: expected seconds > 0", em.interval),
+                ));
             }
             if !(em.start >= 0.0 && em.stop > em.start) {
-                return Err(self.at(at, format!("start = {}, stop = {}: expected 0 <= start < stop", em.start, em.stop)));
+                return Err(self.at(
+                    at,
+                    format!(
+                        "start = {}, stop = {}: expected 0 <= start < stop",
+                        em.start, em.stop
+                    ),
+                ));
             }
         }
         for c in &self.colliders {
@@ -687,8 +707,14 @@ impl Scene {
         let mut solver = Solver::<S, D>::new(backend, self.settings::<D>()).map_err(fail)?;
         let mut ids = Vec::new();
         for m in &self.materials {
-            let material = m.get_ref().to_material().map_err(|e| self.at(m.span().start, e))?;
-            ids.push((m.get_ref().name.clone(), solver.add_material(material).map_err(fail)?));
+            let material = m
+                .get_ref()
+                .to_material()
+                .map_err(|e| self.at(m.span().start, e))?;
+            ids.push((
+                m.get_ref().name.clone(),
+                solver.add_material(material).map_err(fail)?,
+            ));
         }
         let id = |name: &str| -> MaterialId {
             ids.iter()
@@ -701,7 +727,10 @@ impl Scene {
             let body = b.get_ref();
             let n = solver
                 .add_particles(
-                    &body.region().map_err(|e| self.at(b.span().start, e))?.region::<D>(),
+                    &body
+                        .region()
+                        .map_err(|e| self.at(b.span().start, e))?
+                        .region::<D>(),
                     body.sampling.into(),
                     body.spacing.unwrap_or(dx / 2.0),
                     id(&body.material),
@@ -724,7 +753,10 @@ impl Scene {
             let em = e.get_ref();
             solver
                 .add_emitter(Emitter {
-                    region: em.region().map_err(|err| self.at(e.span().start, err))?.region::<D>(),
+                    region: em
+                        .region()
+                        .map_err(|err| self.at(e.span().start, err))?
+                        .region::<D>(),
                     sampling: em.sampling.into(),
                     spacing: em.spacing.unwrap_or(dx / 2.0),
                     material: id(&em.material),
@@ -786,17 +818,21 @@ impl ColliderSpec {
                 point: p.clone(),
                 normal: n.clone(),
             }),
-            (ShapeName::Box, None, None, Some(centre), Some(half), None) => Ok(ColliderShape::Box {
-                centre: centre.clone(),
-                half: half.clone(),
-            }),
+            (ShapeName::Box, None, None, Some(centre), Some(half), None) => {
+                Ok(ColliderShape::Box {
+                    centre: centre.clone(),
+                    half: half.clone(),
+                })
+            }
             (ShapeName::Sphere, None, None, Some(centre), None, Some(radius)) => {
                 Ok(ColliderShape::Sphere {
                     centre: centre.clone(),
                     radius,
                 })
             }
-            (ShapeName::Plane, ..) => Err("a plane collider takes `point` and `normal` only".into()),
+            (ShapeName::Plane, ..) => {
+                Err("a plane collider takes `point` and `normal` only".into())
+            }
             (ShapeName::Box, ..) => Err("a box collider takes `centre` and `half` only".into()),
             (ShapeName::Sphere, ..) => {
                 Err("a sphere collider takes `centre` and `radius` only".into())

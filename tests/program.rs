@@ -1,0 +1,212 @@
+//! The `mpm` program's pieces: scene files (errors with positions, range checks, fuzzed
+//! input), every shipped scene file, and checkpoints that resume bit for bit on the CPU.
+
+use std::path::PathBuf;
+
+use mpm::commands::{self, RunOptions};
+use mpm::scene_file::{Scene, SceneError};
+use proptest::prelude::*;
+
+/// A small 2D scene: water and jelly, 32^2 cells, a sphere collider, an emitter.
+const SMALL: &str = r#"
+[simulation]
+dimension = 2
+resolution = [32, 32]
+dt = 4e-4
+frame_time = 0.004
+frames = 6
+walls = { thickness = 2, condition = "slip", friction = 0.2 }
+
+[[materials]]
+name = "water"
+model = "water"
+bulk = 1e4
+
+[[materials]]
+name = "jelly"
+model = "neo-hookean"
+youngs = 2e4
+poisson = 0.3
+
+[[bodies]]
+material = "water"
+shape = "box"
+min = [0.1, 0.1]
+max = [0.4, 0.5]
+
+[[bodies]]
+material = "jelly"
+shape = "sphere"
+centre = [0.7, 0.6]
+radius = 0.1
+velocity = [-1.0, 0.0]
+
+[[colliders]]
+shape = "sphere"
+centre = [0.5, 0.2]
+radius = 0.08
+condition = "separate"
+friction = 0.3
+
+[[emitters]]
+material = "water"
+shape = "box"
+min = [0.1, 0.8]
+max = [0.15, 0.85]
+velocity = [1.0, 0.0]
+interval = 0.008
+stop = 0.02
+
+[output]
+png = false
+checkpoint_every = 2
+"#;
+
+fn error_of(text: &str) -> String {
+    match Scene::parse("test.toml", text) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("expected an error for:\n{text}"),
+    }
+}
+
+#[test]
+fn scene_errors_name_file_line_and_column() {
+    // Malformed TOML.
+    let e = error_of("[simulation\ndimension = 2\n");
+    assert!(e.starts_with("test.toml:1:"), "{e}");
+    // A typo in a field name: line of the field.
+    let text = SMALL.replace("frame_time = 0.004", "frame_tme = 0.004");
+    let e = error_of(&text);
+    assert!(e.contains("test.toml:") && e.contains("frame_tme"), "{e}");
+    // A value out of range: the material's table is named by its line.
+    let text = SMALL.replace("poisson = 0.3", "poisson = 0.5");
+    let e = error_of(&text);
+    let line = text
+        .lines()
+        .position(|l| l.contains("name = \"jelly\""))
+        .unwrap_or(0);
+    assert!(e.contains("poisson") && e.contains("0.5"), "{e}");
+    assert!(
+        e.starts_with(&format!("test.toml:{}:", line))
+            || e.starts_with(&format!("test.toml:{}:", line + 1)),
+        "error should point at the jelly table near line {}: {e}",
+        line + 1
+    );
+    // A body outside the domain, an unknown material, a parameter the model lacks.
+    let e = error_of(&SMALL.replace("max = [0.4, 0.5]", "max = [0.4, 1.5]"));
+    assert!(e.contains("outside the domain"), "{e}");
+    let e = error_of(&SMALL.replace(
+        "material = \"water\"\nshape = \"box\"\nmin = [0.1, 0.1]",
+        "material = \"lava\"\nshape = \"box\"\nmin = [0.1, 0.1]",
+    ));
+    assert!(e.contains("unknown material `lava`"), "{e}");
+    let e = error_of(&SMALL.replace("bulk = 1e4", "bulk = 1e4\nyoungs = 5.0"));
+    assert!(e.contains("takes no `youngs`"), "{e}");
+    // Wrong vector length, negative dt, a sphere given box fields.
+    let e = error_of(&SMALL.replace("centre = [0.7, 0.6]", "centre = [0.7, 0.6, 0.1]"));
+    assert!(e.contains("expected 2 finite numbers"), "{e}");
+    let e = error_of(&SMALL.replace("dt = 4e-4", "dt = -4e-4"));
+    assert!(e.contains("time step"), "{e}");
+    let e = error_of(&SMALL.replace("radius = 0.1\n", "radius = 0.1\nmin = [0.1, 0.1]\n"));
+    assert!(e.contains("a sphere takes"), "{e}");
+}
+
+#[test]
+fn shipped_scene_files_are_valid() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenes");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("scenes folder") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            Scene::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 1, "no scene files in {}", dir.display());
+}
+
+fn run(out: &std::path::Path, frames: u32, resume: Option<PathBuf>) -> commands::Summary {
+    let scene = out.join("small.toml");
+    std::fs::write(&scene, SMALL).expect("scene");
+    commands::run(&RunOptions {
+        scene: Some(scene),
+        backend: mpm::backend::Choice::Cpu,
+        frames: Some(frames),
+        out: Some(out.to_path_buf()),
+        resume,
+        threads: Some(1),
+    })
+    .unwrap_or_else(|e| panic!("run failed: {e}"))
+}
+
+#[test]
+fn resumed_runs_continue_bit_for_bit() {
+    let base = std::env::temp_dir().join(format!("mpm-resume-{}", std::process::id()));
+    let (whole, part) = (base.join("whole"), base.join("part"));
+    for d in [&whole, &part] {
+        std::fs::create_dir_all(d).expect("dir");
+    }
+    // Six frames in one go, and two then four more from the checkpoint after frame two.
+    let a = run(&whole, 6, None);
+    run(&part, 2, None);
+    let ck = commands::checkpoint_path(&part);
+    let saved = part.join("after2.mpmck");
+    std::fs::copy(&ck, &saved).expect("copy");
+    let b = run(&part, 6, Some(saved));
+    assert_eq!(a.steps, 6 * 10);
+    assert_eq!(b.steps, 4 * 10, "the resumed run does only what was left");
+    let (x, y) = (
+        std::fs::read(commands::checkpoint_path(&whole)).expect("whole"),
+        std::fs::read(commands::checkpoint_path(&part)).expect("part"),
+    );
+    assert!(x.len() > 1000);
+    assert!(
+        x == y,
+        "the resumed run's final state differs from the uninterrupted one"
+    );
+    // Damage is detected.
+    let mut bad = y.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 1;
+    let damaged = part.join("damaged.mpmck");
+    std::fs::write(&damaged, &bad).expect("write");
+    let scene = part.join("small.toml");
+    let e = commands::run(&RunOptions {
+        scene: Some(scene),
+        backend: mpm::backend::Choice::Cpu,
+        frames: Some(6),
+        out: Some(part.clone()),
+        resume: Some(damaged),
+        threads: Some(1),
+    })
+    .expect_err("damaged checkpoint");
+    assert!(e.to_string().contains("checksum"), "{e}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Mutated scene text never panics the parser; errors point inside the text.
+    #[test]
+    fn fuzzed_scene_text_gives_errors_not_panics(
+        cut in 0usize..SMALL.len(),
+        len in 0usize..12,
+        insert in "[ -~\n]{0,8}",
+    ) {
+        let mut text = SMALL.to_string();
+        let start = cut.min(text.len());
+        let end = (start + len).min(text.len());
+        if text.is_char_boundary(start) && text.is_char_boundary(end) {
+            text.replace_range(start..end, &insert);
+        }
+        match Scene::parse("fuzz.toml", &text) {
+            Ok(_) => {}
+            Err(SceneError::At { line, column, .. }) => {
+                prop_assert!(line >= 1 && line <= text.lines().count() + 1);
+                prop_assert!(column >= 1);
+            }
+            Err(other) => prop_assert!(!other.to_string().is_empty()),
+        }
+    }
+}
