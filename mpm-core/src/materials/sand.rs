@@ -10,7 +10,16 @@ use glam::{Mat2, Mat3, Vec2, Vec3};
 
 use crate::func;
 
-/// Drucker-Prager's cone coefficient for a friction angle in radians.
+/// The plane (2D) cone coefficient for a friction angle in radians: `sin(phi) / sqrt(2)`.
+/// In 2D the return map's yield surface `|dev eps| + alpha tr(eps) (2 lambda + 2 mu) / (2 mu)`
+/// is, in principal stresses, `|s1 - s2| = -sqrt(2) alpha (s1 + s2)`: Mohr-Coulomb with
+/// `sin(phi) = sqrt(2) alpha`. The 3D coefficient would make 30 degrees act as 27.5.
+#[func]
+pub fn drucker_prager_alpha_2d(friction_angle: f32) -> f32 {
+    0.70710677 * sin(friction_angle)
+}
+
+/// Drucker-Prager's cone coefficient for a friction angle in radians (3D).
 #[func]
 pub fn drucker_prager_alpha(friction_angle: f32) -> f32 {
     let s = sin(friction_angle);

@@ -131,7 +131,7 @@ impl Collider {
                 }
             }
             Shape::Sphere { centre, radius } => {
-                if !finite(&centre) || !(radius.is_finite() && radius > 0.0) {
+                if !finite(&centre) || !radius.is_finite() || radius <= 0.0 {
                     return bad("sphere needs a finite centre and radius > 0");
                 }
             }

@@ -3,7 +3,8 @@
 use glam::Vec4;
 
 use super::kernels;
-use crate::materials::{lame, sand::drucker_prager_alpha};
+use crate::materials::lame;
+use crate::materials::sand::{drucker_prager_alpha, drucker_prager_alpha_2d};
 use crate::{BackendRef, Error, Field, Result};
 
 /// A material. Densities are in kg/m^3 (or per m^2 in 2D), moduli in Pa.
@@ -248,9 +249,9 @@ impl Material {
         }
     }
 
-    /// The three table rows the kernels read: kind, `(mu, lambda, density, 0)` and the
-    /// model's own parameters.
-    fn rows(&self) -> (i32, Vec4, Vec4) {
+    /// The three table rows the kernels read in `dimension`: kind, `(mu, lambda, density, 0)`
+    /// and the model's own parameters.
+    fn rows(&self, dimension: usize) -> (i32, Vec4, Vec4) {
         let (mu, lambda) = self.lame();
         let elastic = Vec4::new(mu, lambda, self.density(), 0.0);
         match self {
@@ -284,7 +285,11 @@ impl Material {
                 kernels::SAND,
                 elastic,
                 Vec4::new(
-                    drucker_prager_alpha(friction_angle.to_radians()),
+                    if dimension == 2 {
+                        drucker_prager_alpha_2d(friction_angle.to_radians())
+                    } else {
+                        drucker_prager_alpha(friction_angle.to_radians())
+                    },
                     *cohesion,
                     0.0,
                     0.0,
@@ -302,6 +307,8 @@ pub struct MaterialId(pub i32);
 /// The materials of a solver on the device, one row each in three fields.
 pub struct MaterialTable {
     pub materials: Vec<Material>,
+    /// 2 or 3: sand's cone coefficient depends on it.
+    dimension: usize,
     pub kinds: Field<i32>,
     pub elastic: Field<Vec4>,
     pub params: Field<Vec4>,
@@ -311,10 +318,11 @@ pub struct MaterialTable {
 pub const MAX_MATERIALS: usize = 64;
 
 impl MaterialTable {
-    pub fn new(backend: &BackendRef) -> Result<Self> {
+    pub fn new(backend: &BackendRef, dimension: usize) -> Result<Self> {
         let n = [MAX_MATERIALS as u32];
         Ok(MaterialTable {
             materials: Vec::new(),
+            dimension,
             kinds: Field::new(backend, n)?,
             elastic: Field::new(backend, n)?,
             params: Field::new(backend, n)?,
@@ -334,7 +342,7 @@ impl MaterialTable {
         let mut elastic = vec![Vec4::ZERO; MAX_MATERIALS];
         let mut params = vec![Vec4::ZERO; MAX_MATERIALS];
         for (i, m) in self.materials.iter().enumerate() {
-            (kinds[i], elastic[i], params[i]) = m.rows();
+            (kinds[i], elastic[i], params[i]) = m.rows(self.dimension);
         }
         self.kinds.upload(&kinds)?;
         self.elastic.upload(&elastic)?;

@@ -262,7 +262,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         Ok(Solver {
             grid: Grid::new(backend, settings.res, settings.grid)?,
             particles: Particles::new(backend, 1024)?,
-            materials: MaterialTable::new(backend)?,
+            materials: MaterialTable::new(backend, D)?,
             colliders: Vec::new(),
             collider_table: Field::new(backend, [(MAX_COLLIDERS * 4) as u32])?,
             status,
@@ -319,6 +319,32 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
 
     pub fn colliders(&self) -> &[Collider] {
         &self.colliders
+    }
+
+    /// Replaces collider `index` (e.g. one that follows a mouse).
+    pub fn set_collider(&mut self, index: usize, collider: Collider) -> Result<()> {
+        collider.validate()?;
+        let Some(slot) = self.colliders.get_mut(index) else {
+            return Err(Error::InvalidParameter(format!(
+                "no collider {index} (the solver has {})",
+                self.colliders.len()
+            )));
+        };
+        *slot = collider;
+        self.upload_colliders()
+    }
+
+    /// Removes collider `index`; later ones move down by one.
+    pub fn remove_collider(&mut self, index: usize) -> Result<Collider> {
+        if index >= self.colliders.len() {
+            return Err(Error::InvalidParameter(format!(
+                "no collider {index} (the solver has {})",
+                self.colliders.len()
+            )));
+        }
+        let removed = self.colliders.remove(index);
+        self.upload_colliders()?;
+        Ok(removed)
     }
 
     pub fn add_emitter(&mut self, emitter: Emitter<D>) -> Result<()> {
@@ -551,7 +577,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         if scalars.track_speed {
             self.read_speed_bound()?;
         }
-        if self.step % self.settings.check_every as u64 == 0 {
+        if self.step.is_multiple_of(self.settings.check_every as u64) {
             self.check()?;
         }
         Ok(dt)
