@@ -235,7 +235,10 @@ fn pick(cands: Vec<Candidate>, want: Option<&str>) -> Result<Candidate> {
         None => {
             let infos: Vec<DeviceInfo> = cands.iter().map(|c| c.info.clone()).collect();
             let i = preferred_device(&infos).unwrap_or(0);
-            Ok(cands.into_iter().nth(i).expect("a preferred device is listed"))
+            Ok(cands
+                .into_iter()
+                .nth(i)
+                .expect("a preferred device is listed"))
         }
     }
 }
