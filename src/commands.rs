@@ -279,9 +279,10 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
         s.frame_time / dt
     );
     println!("  materials:");
-    for m in &materials {
+    for (m, spec) in materials.iter().zip(&scene.materials) {
         println!(
-            "    {:<16} density {:>7}, wave speed {:>7.2} m/s",
+            "    {:<16} {:<16} density {:>7}, wave speed {:>7.2} m/s",
+            spec.get_ref().name,
             m.name(),
             m.density(),
             m.wave_speed()

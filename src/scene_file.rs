@@ -16,6 +16,8 @@ use mpm_core::solver::{
 };
 use mpm_core::BackendRef;
 
+use crate::mesh::{MeshError, TriMesh};
+
 /// What went wrong with a scene file.
 #[derive(Debug, thiserror::Error)]
 pub enum SceneError {
@@ -230,6 +232,9 @@ pub struct Body {
     pub max: Option<Vec<f32>>,
     pub centre: Option<Vec<f32>>,
     pub radius: Option<f32>,
+    /// A watertight OBJ or STL mesh (3D), relative to the scene file, fitted into
+    /// `min`..`max` keeping its proportions.
+    pub file: Option<String>,
     #[serde(default)]
     pub sampling: SamplingName,
     /// Particle spacing in metres (default: half a cell).
@@ -238,20 +243,33 @@ pub struct Body {
 }
 
 /// Shapes of bodies, emitters and colliders: a box takes `min` and `max` (colliders:
-/// `centre` and `half`), a sphere `centre` and `radius`, a plane `point` and `normal`.
+/// `centre` and `half`), a sphere `centre` and `radius`, a plane `point` and `normal`, a mesh
+/// (bodies only) `file`, `min` and `max`.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum ShapeName {
     Box,
     Sphere,
     Plane,
+    Mesh,
 }
 
 /// Where particles go.
 #[derive(Debug, Clone)]
 pub enum RegionSpec {
-    Box { min: Vec<f32>, max: Vec<f32> },
-    Sphere { centre: Vec<f32>, radius: f32 },
+    Box {
+        min: Vec<f32>,
+        max: Vec<f32>,
+    },
+    Sphere {
+        centre: Vec<f32>,
+        radius: f32,
+    },
+    Mesh {
+        file: String,
+        min: Vec<f32>,
+        max: Vec<f32>,
+    },
 }
 
 /// Picks the fields a shape takes, refusing missing and extra ones.
@@ -261,7 +279,23 @@ fn region_of(
     max: &Option<Vec<f32>>,
     centre: &Option<Vec<f32>>,
     radius: Option<f32>,
+    file: &Option<String>,
 ) -> Result<RegionSpec, String> {
+    match (shape, file) {
+        (ShapeName::Mesh, Some(file)) => {
+            return match (min, max, centre, radius) {
+                (Some(min), Some(max), None, None) => Ok(RegionSpec::Mesh {
+                    file: file.clone(),
+                    min: min.clone(),
+                    max: max.clone(),
+                }),
+                _ => Err("a mesh takes `file`, `min` and `max` (the box it is fitted into)".into()),
+            };
+        }
+        (ShapeName::Mesh, None) => return Err("a mesh needs `file` (an OBJ or STL)".into()),
+        (_, Some(_)) => return Err("only a mesh takes `file`".into()),
+        _ => {}
+    }
     match (shape, min, max, centre, radius) {
         (ShapeName::Box, Some(min), Some(max), None, None) => Ok(RegionSpec::Box {
             min: min.clone(),
@@ -277,19 +311,38 @@ fn region_of(
         (ShapeName::Sphere, ..) => {
             Err("a sphere takes `centre` and `radius` (and no `min` or `max`)".into())
         }
-        (ShapeName::Plane, ..) => Err("particles fill a box or a sphere, not a plane".into()),
+        (ShapeName::Plane | ShapeName::Mesh, ..) => {
+            Err("particles fill a box, a sphere or a mesh, not a plane".into())
+        }
     }
 }
 
 impl Body {
     pub fn region(&self) -> Result<RegionSpec, String> {
-        region_of(self.shape, &self.min, &self.max, &self.centre, self.radius)
+        region_of(
+            self.shape,
+            &self.min,
+            &self.max,
+            &self.centre,
+            self.radius,
+            &self.file,
+        )
     }
 }
 
 impl EmitterSpec {
     pub fn region(&self) -> Result<RegionSpec, String> {
-        region_of(self.shape, &self.min, &self.max, &self.centre, self.radius)
+        match self.shape {
+            ShapeName::Mesh => Err("emitters fill a box or a sphere, not a mesh".into()),
+            shape => region_of(
+                shape,
+                &self.min,
+                &self.max,
+                &self.centre,
+                self.radius,
+                &None,
+            ),
+        }
     }
 }
 
@@ -537,6 +590,21 @@ impl Scene {
             .collect();
         let region_ok = |r: &RegionSpec, spacing: Option<f32>, v: &Option<Vec<f32>>, at: usize| {
             let (min, max) = match r {
+                RegionSpec::Mesh { file, min, max } => {
+                    if d != 3 {
+                        return Err(self.at(at, "mesh bodies need dimension = 3"));
+                    }
+                    vec_len("min", min, at)?;
+                    vec_len("max", max, at)?;
+                    if min.iter().zip(max).any(|(a, b)| a >= b) {
+                        return Err(
+                            self.at(at, format!("box min {min:?} must lie below max {max:?}"))
+                        );
+                    }
+                    self.load_mesh(file, min, max)
+                        .map_err(|e| self.at(at, e.to_string()))?;
+                    (min.clone(), max.clone())
+                }
                 RegionSpec::Box { min, max } => {
                     vec_len("min", min, at)?;
                     vec_len("max", max, at)?;
@@ -725,18 +793,49 @@ impl Scene {
         let dx = self.dx();
         for b in &self.bodies {
             let body = b.get_ref();
-            let n = solver
-                .add_particles(
-                    &body
-                        .region()
-                        .map_err(|e| self.at(b.span().start, e))?
-                        .region::<D>(),
-                    body.sampling.into(),
-                    body.spacing.unwrap_or(dx / 2.0),
-                    id(&body.material),
-                    vector(&body.velocity),
-                )
-                .map_err(|e| self.at(b.span().start, e.to_string()))?;
+            let at = b.span().start;
+            let spacing = body.spacing.unwrap_or(dx / 2.0);
+            let region = body.region().map_err(|e| self.at(at, e))?;
+            let n = match &region {
+                RegionSpec::Mesh { file, min, max } => {
+                    let mesh = self
+                        .load_mesh(file, min, max)
+                        .map_err(|e| self.at(at, e.to_string()))?;
+                    let points = mesh
+                        .fill(spacing, body.sampling.into(), 0)
+                        .map_err(|e| self.at(at, e.to_string()))?;
+                    let positions: Vec<[f32; D]> = points
+                        .iter()
+                        .map(|p| std::array::from_fn(|a| p[a]))
+                        .collect();
+                    let volume = match body.sampling {
+                        SamplingName::PoissonDisk => {
+                            mesh.volume() as f32 / positions.len().max(1) as f32
+                        }
+                        _ => spacing.powi(3),
+                    };
+                    if !positions.is_empty() {
+                        solver
+                            .add_positions(
+                                &positions,
+                                volume,
+                                id(&body.material),
+                                vector(&body.velocity),
+                            )
+                            .map_err(|e| self.at(at, e.to_string()))?;
+                    }
+                    positions.len()
+                }
+                other => solver
+                    .add_particles(
+                        &other.region::<D>(),
+                        body.sampling.into(),
+                        spacing,
+                        id(&body.material),
+                        vector(&body.velocity),
+                    )
+                    .map_err(|e| self.at(at, e.to_string()))?,
+            };
             if n == 0 {
                 return Err(self.at(
                     b.span().start,
@@ -784,7 +883,24 @@ fn vector3(v: &[f32]) -> [f32; 3] {
     std::array::from_fn(|a| v.get(a).copied().unwrap_or(0.0))
 }
 
+impl Scene {
+    /// Loads a mesh body's file (relative to the scene file) and fits it into `min`..`max`.
+    fn load_mesh(&self, file: &str, min: &[f32], max: &[f32]) -> Result<TriMesh, MeshError> {
+        let base = Path::new(&self.file)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let mut mesh = TriMesh::load(base.join(file))?;
+        mesh.fit_into(
+            std::array::from_fn(|a| min[a] as f64),
+            std::array::from_fn(|a| max[a] as f64),
+        )?;
+        Ok(mesh)
+    }
+}
+
 impl RegionSpec {
+    /// A box or sphere region (meshes are filled by `mpm::mesh`).
     fn region<const D: usize>(&self) -> Region<D> {
         match self {
             RegionSpec::Box { min, max } => Region::Box {
@@ -794,6 +910,10 @@ impl RegionSpec {
             RegionSpec::Sphere { centre, radius } => Region::Sphere {
                 centre: vector(&Some(centre.clone())),
                 radius: *radius,
+            },
+            RegionSpec::Mesh { min, max, .. } => Region::Box {
+                min: vector(&Some(min.clone())),
+                max: vector(&Some(max.clone())),
             },
         }
     }
@@ -834,6 +954,9 @@ impl ColliderSpec {
                 Err("a plane collider takes `point` and `normal` only".into())
             }
             (ShapeName::Box, ..) => Err("a box collider takes `centre` and `half` only".into()),
+            (ShapeName::Mesh, ..) => Err(
+                "colliders are planes, boxes or spheres (mesh colliders are not supported)".into(),
+            ),
             (ShapeName::Sphere, ..) => {
                 Err("a sphere collider takes `centre` and `radius` only".into())
             }
