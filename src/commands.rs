@@ -6,14 +6,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use image::RgbImage;
 use indicatif::{ProgressBar, ProgressStyle};
-use mpm_core::solver::{Material, Solver, Space, D2, D3};
+use mpm_core::glam::{Vec2, Vec3};
+use mpm_core::solver::{
+    Collider, Condition, Material, MaterialId, Region, Sampling, Shape, Solver, Space, D2, D3,
+};
 use mpm_core::BackendRef;
 
 use crate::backend::{self, Choice};
 use crate::checkpoint::{self, Header};
+use crate::output::{self, GifRecorder};
+use crate::render::{self, Colouring, View3d};
 use crate::scene_file::{self, Scene};
 use crate::scenes;
+use crate::view::{Input, Shown};
 
 type AnyError = Box<dyn std::error::Error>;
 
@@ -37,6 +44,9 @@ pub struct RunOptions {
     /// CPU threads; 1 makes CPU runs bit-for-bit reproducible (and resumable as such).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Show the run in a window (left click: emit water; right drag: push material).
+    #[arg(long)]
+    pub view: bool,
 }
 
 /// What a finished run reports.
@@ -163,9 +173,6 @@ fn drive<S: Space<D>, const D: usize>(
         first = header.frame;
     }
     let frames = opts.frames.unwrap_or(scene.frames());
-    let frame_time = scene.simulation.frame_time as f64;
-    let output = &scene.output;
-    let stop = interrupted();
     let bar = ProgressBar::new(frames as u64).with_position(first as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} frames, {per_sec}, {eta} left {msg}")
@@ -173,55 +180,218 @@ fn drive<S: Space<D>, const D: usize>(
     );
     let start = Instant::now();
     let steps0 = solver.steps();
-    let mut peak = 0usize;
-    let mut interrupted = None;
-    let mut done = first;
-    'frames: for frame in first..frames {
-        let target = (frame + 1) as f64 * frame_time;
-        while solver.time() + 0.5 * f64::from(solver.next_dt()) < target {
-            solver.substep()?;
-            if stop.load(Ordering::SeqCst) {
-                break 'frames;
+    let mut run = Run {
+        scene,
+        solver,
+        out: out.to_path_buf(),
+        hash,
+        frame: first,
+        frames,
+        peak: 0,
+        bar,
+        pusher: None,
+        gif: scene
+            .output
+            .gif
+            .then(|| GifRecorder::new(out.join("preview.gif"), 256, 40)),
+    };
+    let mut headless = !opts.view;
+    if opts.view {
+        let title = format!("mpm: {}", scene.file);
+        let size = scene.output.image_size;
+        match crate::view::show(&title, size, &mut |input| run.next_frame(input))? {
+            Shown::NoDisplay(why) => {
+                eprintln!("mpm: no display for --view ({why}); running headless");
+                headless = true;
             }
-        }
-        let (x, materials) = solver.positions()?;
-        peak = peak.max(solver.grid.bytes() + solver.particles.bytes());
-        if output.png {
-            let size = solver
-                .settings()
-                .res
-                .map(|r| r as f32 * solver.settings().dx);
-            let extent = size.iter().cloned().fold(0.0f32, f32::max);
-            let points: Vec<mpm_core::glam::Vec2> = x
-                .iter()
-                .map(|p| mpm_core::glam::Vec2::new(p[0], p[1]) / extent)
-                .collect();
-            let path = out.join(format!("frame_{frame:05}.png"));
-            crate::render::save_png(
-                &crate::render::particles_2d(&points, &materials, output.image_size),
-                &path,
-            )
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        }
-        done = frame + 1;
-        bar.set_position(done as u64);
-        if output.checkpoint_every > 0 && done % output.checkpoint_every == 0 {
-            save_checkpoint(&solver, out, hash, done)?;
+            Shown::Finished | Shown::Closed => {}
         }
     }
-    if stop.load(Ordering::SeqCst) {
-        let path = save_checkpoint(&solver, out, hash, done)?;
-        interrupted = Some(path);
+    if headless {
+        while run.next_frame(&Input::default())?.is_some() {}
     }
-    bar.finish_and_clear();
+    let interrupted = if interrupted().load(Ordering::SeqCst) || run.frame < run.frames {
+        Some(save_checkpoint(&run.solver, out, hash, run.frame)?)
+    } else {
+        None
+    };
+    run.bar.finish_and_clear();
     Ok(Summary {
-        frames: done - first,
-        steps: solver.steps() - steps0,
-        particles: solver.particles.count() as usize,
+        frames: run.frame - first,
+        steps: run.solver.steps() - steps0,
+        particles: run.solver.particles.count() as usize,
         seconds: start.elapsed().as_secs_f64(),
-        peak_bytes: peak,
+        peak_bytes: run.peak,
         interrupted,
     })
+}
+
+/// A run in progress: the solver, where its outputs go and how far it got.
+struct Run<'a, S: Space<D>, const D: usize> {
+    scene: &'a Scene,
+    solver: Solver<S, D>,
+    out: PathBuf,
+    hash: u64,
+    /// Frames done.
+    frame: u32,
+    frames: u32,
+    peak: usize,
+    bar: ProgressBar,
+    /// The collider that follows a right drag in the view.
+    pusher: Option<usize>,
+    gif: Option<GifRecorder>,
+}
+
+/// A point of 2 or 3 coordinates in 3D (z = 0 in 2D).
+fn vec3_of<const D: usize>(p: &[f32; D]) -> Vec3 {
+    Vec3::from_array(std::array::from_fn(|a| if a < D { p[a] } else { 0.0 }))
+}
+
+impl<S: Space<D>, const D: usize> Run<'_, S, D> {
+    /// The domain's largest extent: pictures show `[0, extent]` squares.
+    fn extent(&self) -> f32 {
+        let s = self.solver.settings();
+        s.res.iter().map(|&r| r as f32 * s.dx).fold(0.0, f32::max)
+    }
+
+    /// Advances one frame, writes its outputs and returns its picture; `None` once the run
+    /// is over or interrupted.
+    fn next_frame(&mut self, input: &Input) -> Result<Option<RgbImage>, AnyError> {
+        let stop = interrupted();
+        if self.frame >= self.frames || stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        self.apply(input)?;
+        let frame_time = f64::from(self.scene.simulation.frame_time);
+        let target = f64::from(self.frame + 1) * frame_time;
+        while self.solver.time() + 0.5 * f64::from(self.solver.next_dt()) < target {
+            self.solver.substep()?;
+            if stop.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+        }
+        let (x, materials) = self.solver.positions()?;
+        let n = x.len();
+        let mut v = self.solver.particles.v.download()?;
+        v.truncate(n);
+        let v: Vec<[f32; D]> = v.into_iter().map(S::components).collect();
+        self.peak = self
+            .peak
+            .max(self.solver.grid.bytes() + self.solver.particles.bytes());
+        let output = &self.scene.output;
+        let colouring = Colouring::from(output.color);
+        let size = output.image_size;
+        let picture = if D == 2 {
+            let extent = self.extent();
+            let points: Vec<Vec2> = x.iter().map(|p| Vec2::new(p[0], p[1]) / extent).collect();
+            let speeds: Vec<Vec2> = v.iter().map(|p| Vec2::new(p[0], p[1])).collect();
+            render::particles_2d_by(&points, &speeds, &materials, size, colouring)
+        } else {
+            let s = self.solver.settings();
+            let max = Vec3::from_array(std::array::from_fn(|a| s.res[a % D] as f32 * s.dx));
+            let mut view = View3d::new(Vec3::ZERO, max, size, size);
+            view.colouring = colouring;
+            let points: Vec<Vec3> = x.iter().map(|p| vec3_of(p)).collect();
+            let speeds: Vec<Vec3> = v.iter().map(|p| vec3_of(p)).collect();
+            render::particles_3d(&points, &speeds, &materials, &view)
+        };
+        let frame = self.frame;
+        if output.png {
+            let path = self.out.join(format!("frame_{frame:05}.png"));
+            render::save_png(&picture, &path)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        if output.ply {
+            let path = self.out.join(format!("frame_{frame:05}.ply"));
+            let points: Vec<Vec3> = x.iter().map(|p| vec3_of(p)).collect();
+            let speeds: Vec<Vec3> = v.iter().map(|p| vec3_of(p)).collect();
+            output::write_ply_3d(&path, &points, &speeds, &materials)?;
+        }
+        if let Some(gif) = &mut self.gif {
+            gif.push(&picture)?;
+            // Rewritten every ten frames, so an interrupted run keeps a preview too.
+            if (frame + 1).is_multiple_of(10) || frame + 1 == self.frames {
+                gif.write()?;
+            }
+        }
+        self.frame += 1;
+        self.bar.set_position(self.frame as u64);
+        if output.checkpoint_every > 0 && self.frame.is_multiple_of(output.checkpoint_every) {
+            save_checkpoint(&self.solver, &self.out, self.hash, self.frame)?;
+        }
+        Ok(Some(picture))
+    }
+
+    /// Mouse input from the view (2D scenes): clicks emit a ball of the scene's first water
+    /// (or first material); a right drag pushes with a sphere that follows the cursor.
+    fn apply(&mut self, input: &Input) -> Result<(), AnyError> {
+        if D != 2 || self.solver.materials.materials.is_empty() {
+            return Ok(());
+        }
+        let extent = self.extent();
+        let dx = self.solver.settings().dx;
+        let (lo, hi) = self.solver.interior();
+        let radius = 4.0 * dx;
+        let inside = |p: [f32; 2]| -> [f32; D] {
+            std::array::from_fn(|a| {
+                (p[a % 2] * extent).clamp(lo[a] + radius + dx, hi[a] - radius - dx)
+            })
+        };
+        let water = self
+            .solver
+            .materials
+            .materials
+            .iter()
+            .position(|m| matches!(m, Material::Water { .. }))
+            .unwrap_or(0);
+        for &click in &input.clicks {
+            self.solver.add_particles(
+                &Region::Sphere {
+                    centre: inside(click),
+                    radius,
+                },
+                Sampling::Jittered,
+                dx / 2.0,
+                MaterialId(water as i32),
+                [0.0; D],
+            )?;
+        }
+        let frame_time = self.scene.simulation.frame_time;
+        match (input.drag, self.pusher) {
+            (Some(at), index) => {
+                let centre = inside(at);
+                let previous = index.and_then(|i| match self.solver.colliders()[i].shape {
+                    Shape::Sphere { centre, .. } => Some(centre),
+                    _ => None,
+                });
+                let velocity: [f32; 3] = std::array::from_fn(|a| match previous {
+                    Some(p) if a < D => (centre[a] - p[a]) / frame_time,
+                    _ => 0.0,
+                });
+                let collider = Collider {
+                    shape: Shape::Sphere {
+                        centre: std::array::from_fn(|a| if a < D { centre[a] } else { 0.0 }),
+                        radius: 2.0 * radius,
+                    },
+                    condition: Condition::Sticky,
+                    velocity,
+                };
+                match index {
+                    Some(i) => self.solver.set_collider(i, collider)?,
+                    None => {
+                        self.solver.add_collider(collider)?;
+                        self.pusher = Some(self.solver.colliders().len() - 1);
+                    }
+                }
+            }
+            (None, Some(i)) => {
+                self.solver.remove_collider(i)?;
+                self.pusher = None;
+            }
+            (None, None) => {}
+        }
+        Ok(())
+    }
 }
 
 fn save_checkpoint<S: Space<D>, const D: usize>(

@@ -20,3 +20,4 @@ pub mod output;
 pub mod render;
 pub mod scene_file;
 pub mod scenes;
+pub mod view;

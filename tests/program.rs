@@ -135,6 +135,7 @@ fn run(out: &std::path::Path, frames: u32, resume: Option<PathBuf>) -> commands:
         out: Some(out.to_path_buf()),
         resume,
         threads: Some(1),
+        view: false,
     })
     .unwrap_or_else(|e| panic!("run failed: {e}"))
 }
@@ -178,6 +179,7 @@ fn resumed_runs_continue_bit_for_bit() {
         out: Some(part.clone()),
         resume: Some(damaged),
         threads: Some(1),
+        view: false,
     })
     .expect_err("damaged checkpoint");
     assert!(e.to_string().contains("checksum"), "{e}");
@@ -209,4 +211,106 @@ proptest! {
             Err(other) => prop_assert!(!other.to_string().is_empty()),
         }
     }
+}
+
+#[test]
+fn runs_write_pngs_plys_previews_and_a_final_checkpoint() {
+    let out = std::env::temp_dir().join(format!("mpm-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("dir");
+    let text = SMALL
+        .replace(
+            "png = false",
+            "png = true\nply = true\ngif = true\ncolor = \"speed\"\nimage_size = 64",
+        )
+        .replace("checkpoint_every = 2", "checkpoint_every = 0");
+    let scene = out.join("small.toml");
+    std::fs::write(&scene, text).expect("scene");
+    let summary = commands::run(&RunOptions {
+        scene: Some(scene),
+        backend: mpm::backend::Choice::Cpu,
+        frames: Some(3),
+        out: Some(out.clone()),
+        resume: None,
+        threads: None,
+        view: false,
+    })
+    .unwrap_or_else(|e| panic!("run failed: {e}"));
+    assert_eq!(summary.frames, 3);
+    assert!(summary.interrupted.is_none());
+    for f in 0..3 {
+        for ext in ["png", "ply"] {
+            let path = out.join(format!("frame_{f:05}.{ext}"));
+            assert!(path.is_file(), "{} is missing", path.display());
+        }
+    }
+    let png = image::open(out.join("frame_00002.png")).expect("png decodes");
+    assert_eq!(png.width(), 64);
+    let ply = std::fs::read(out.join("frame_00002.ply")).expect("ply");
+    let header = String::from_utf8_lossy(&ply[..ply.len().min(400)]).to_string();
+    assert!(
+        header.starts_with("ply\nformat binary_little_endian 1.0"),
+        "{header}"
+    );
+    assert!(
+        header.contains(&format!("element vertex {}", summary.particles)),
+        "{header}"
+    );
+    assert!(out.join("preview.gif").is_file());
+    // Nothing temporary is left behind.
+    for entry in std::fs::read_dir(&out).expect("list") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .to_string();
+        assert!(!name.contains("tmp"), "temporary file {name} left behind");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn three_d_scenes_render_splats() {
+    let out = std::env::temp_dir().join(format!("mpm-3d-{}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("dir");
+    let text = r#"
+[simulation]
+dimension = 3
+resolution = [16, 16, 16]
+dt = 1e-3
+frame_time = 0.005
+frames = 2
+grid = { layout = "sparse", block = 4 }
+
+[[materials]]
+name = "snow"
+model = "snow"
+
+[[bodies]]
+material = "snow"
+shape = "sphere"
+centre = [0.5, 0.5, 0.5]
+radius = 0.2
+
+[output]
+image_size = 96
+"#;
+    let scene = out.join("ball.toml");
+    std::fs::write(&scene, text).expect("scene");
+    commands::run(&RunOptions {
+        scene: Some(scene),
+        backend: mpm::backend::Choice::Cpu,
+        frames: None,
+        out: Some(out.clone()),
+        resume: None,
+        threads: None,
+        view: false,
+    })
+    .unwrap_or_else(|e| panic!("run failed: {e}"));
+    let png = image::open(out.join("frame_00001.png"))
+        .expect("png")
+        .to_rgb8();
+    // The ball covers the middle of the picture, not the background colour of the corner.
+    let (corner, middle) = (*png.get_pixel(0, 0), *png.get_pixel(48, 48));
+    assert_ne!(corner, middle, "the ball should be drawn in the middle");
+    let _ = std::fs::remove_dir_all(&out);
 }
