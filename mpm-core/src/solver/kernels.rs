@@ -4,7 +4,8 @@
 //!
 //! Kernels cannot be generic, so the 2D and 3D kernels are stamped out of one template,
 //! `mls_mpm!`, with the few functions that differ by dimension passed in by name. The stencil
-//! loops always nest three deep; in 2D the third loop runs once.
+//! loops always nest three deep; in 2D the third loop runs once. Each spline gets its own
+//! substep kernel so that the stencil loops have constant bounds (unrolled on both backends).
 
 use glam::{IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
 
@@ -75,17 +76,6 @@ pub fn offset_2d(i: i32, k: i32, _l: i32) -> IVec2 {
 #[func]
 pub fn offset_3d(i: i32, k: i32, l: i32) -> IVec3 {
     ivec3(i, k, l)
-}
-
-/// Loop count of the third stencil axis.
-#[func]
-pub fn depth_2d(_support: i32) -> i32 {
-    1
-}
-
-#[func]
-pub fn depth_3d(support: i32) -> i32 {
-    support
 }
 
 /// The first components of a table row.
@@ -164,11 +154,12 @@ macro_rules! mls_mpm {
     (
         dim: $dim:literal, inv_dim: $inv_dim:literal,
         vec: $V:ident, mat: $M:ident, ivec: $IV:ident, as_vec: $as_vec:ident,
-        stencil: $stencil:ident, offset: $offset:ident, depth: $depth:ident, row: $row:ident,
+        stencil: $stencil:ident, offset: $offset:ident, row: $row:ident,
         neo_hookean: $neo:ident, fixed_corotated: $fcr:ident, water: $water:ident,
         snow: $snow:ident, sand: $sand:ident, hencky: $hencky:ident,
         boundary: $boundary:ident, collide: $collide:ident, walls: $walls:ident,
-        constitutive: $constitutive:ident, substep: $substep:ident, init_stress: $init:ident,
+        constitutive: $constitutive:ident, init_stress: $init:ident,
+        substeps: [$(($substep:ident, $support:literal, $depth:literal)),*],
     ) => {
         /// A boundary condition on a grid velocity `v` against a surface with outward normal
         /// `n` moving at `vc`: sticky stops it, slip keeps only its tangential part, separate
@@ -304,6 +295,7 @@ macro_rules! mls_mpm {
             (f_new, tau_new, jp_new)
         }
 
+        $(
         /// One substep: clear the grid, scatter particles (P2G), update grid velocities
         /// (gravity, colliders, walls), gather back (G2P, APIC with a FLIP blend), update
         /// deformation and stress. Particles with a negative material id are dead.
@@ -336,7 +328,6 @@ macro_rules! mls_mpm {
             count: u32,
             step: i32,
             res: $IV,
-            support: i32,
             dt: f32,
             dx: f32,
             dinv: f32,
@@ -351,7 +342,8 @@ macro_rules! mls_mpm {
             track_speed: bool,
         ) {
             let inv_dx = 1.0 / dx;
-            let depth = $depth(support);
+            let support = $support;
+            let depth = $depth;
             for b in 0..128 {
                 speeds[b] = 0;
             }
@@ -492,6 +484,7 @@ macro_rules! mls_mpm {
                 }
             }
         }
+        )*
 
         /// The stress of particles `start..end` from their current state (run on new ones).
         #[kernel]
@@ -531,19 +524,21 @@ macro_rules! mls_mpm {
 mls_mpm! {
     dim: 2, inv_dim: 0.5,
     vec: Vec2, mat: Mat2, ivec: IVec2, as_vec: as_vec2,
-    stencil: stencil_2d, offset: offset_2d, depth: depth_2d, row: row_2d,
+    stencil: stencil_2d, offset: offset_2d, row: row_2d,
     neo_hookean: neo_hookean_2d, fixed_corotated: fixed_corotated_2d, water: water_stress_2d,
     snow: snow_plasticity_2d, sand: sand_plasticity_2d, hencky: hencky_stress_2d,
     boundary: boundary_2d, collide: collide_2d, walls: walls_2d,
-    constitutive: constitutive_2d, substep: substep_2d, init_stress: init_stress_2d,
+    constitutive: constitutive_2d, init_stress: init_stress_2d,
+    substeps: [(substep_2d_quadratic, 3, 1), (substep_2d_cubic, 4, 1)],
 }
 
 mls_mpm! {
     dim: 3, inv_dim: 0.33333334,
     vec: Vec3, mat: Mat3, ivec: IVec3, as_vec: as_vec3,
-    stencil: stencil_3d, offset: offset_3d, depth: depth_3d, row: row_3d,
+    stencil: stencil_3d, offset: offset_3d, row: row_3d,
     neo_hookean: neo_hookean_3d, fixed_corotated: fixed_corotated_3d, water: water_stress_3d,
     snow: snow_plasticity_3d, sand: sand_plasticity_3d, hencky: hencky_stress_3d,
     boundary: boundary_3d, collide: collide_3d, walls: walls_3d,
-    constitutive: constitutive_3d, substep: substep_3d, init_stress: init_stress_3d,
+    constitutive: constitutive_3d, init_stress: init_stress_3d,
+    substeps: [(substep_3d_quadratic, 3, 3), (substep_3d_cubic, 4, 4)],
 }

@@ -2,7 +2,10 @@
 
 use glam::{IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
 
-use super::kernels::{init_stress_2d, init_stress_3d, substep_2d, substep_3d};
+use super::kernels::{
+    init_stress_2d, init_stress_3d, substep_2d_cubic, substep_2d_quadratic, substep_3d_cubic,
+    substep_3d_quadratic,
+};
 use super::{Grid, MaterialTable, Particles, StepScalars};
 use crate::{Elem, Field, Result};
 
@@ -38,8 +41,50 @@ pub struct D2;
 /// Three dimensions.
 pub struct D3;
 
+/// One call of a substep kernel with the solver's fields and scalars.
+macro_rules! substep_call {
+    ($kernel:ident, $p:ident, $grid:ident, $t:ident, $colliders:ident, $status:ident, $speeds:ident, $s:ident, $V:ident, $IV:ident) => {{
+        let count = $p.count();
+        $kernel(
+            &mut $p.x,
+            &mut $p.v,
+            &mut $p.c,
+            &mut $p.f,
+            &mut $p.tau,
+            &mut $p.jp,
+            &$p.mass,
+            &$p.vol,
+            &mut $p.material,
+            &$t.kinds,
+            &$t.elastic,
+            &$t.params,
+            $colliders,
+            $status,
+            $speeds,
+            &mut $grid.v,
+            &mut $grid.v0,
+            &mut $grid.m,
+            count,
+            $s.step,
+            $IV::from_array($s.res.map(|r| r as i32)),
+            $s.dt,
+            $s.dx,
+            $s.dinv,
+            $V::from_array($s.gravity),
+            $s.flip,
+            $s.n_colliders,
+            $s.wall_thickness,
+            $s.walls.0,
+            $s.walls.1,
+            $s.margin,
+            $s.max_speed,
+            $s.track_speed,
+        )
+    }};
+}
+
 macro_rules! space {
-    ($space:ident, $d:literal, $V:ident, $M:ident, $IV:ident, $substep:ident, $init:ident) => {
+    ($space:ident, $d:literal, $V:ident, $M:ident, $IV:ident, $quadratic:ident, $cubic:ident, $init:ident) => {
         impl Space<$d> for $space {
             type V = $V;
             type M = $M;
@@ -62,43 +107,11 @@ macro_rules! space {
                 speeds: &mut Field<i32>,
                 s: &StepScalars<$d>,
             ) -> Result<()> {
-                let count = p.count();
-                $substep(
-                    &mut p.x,
-                    &mut p.v,
-                    &mut p.c,
-                    &mut p.f,
-                    &mut p.tau,
-                    &mut p.jp,
-                    &p.mass,
-                    &p.vol,
-                    &mut p.material,
-                    &t.kinds,
-                    &t.elastic,
-                    &t.params,
-                    colliders,
-                    status,
-                    speeds,
-                    &mut grid.v,
-                    &mut grid.v0,
-                    &mut grid.m,
-                    count,
-                    s.step,
-                    $IV::from_array(s.res.map(|r| r as i32)),
-                    s.support,
-                    s.dt,
-                    s.dx,
-                    s.dinv,
-                    $V::from_array(s.gravity),
-                    s.flip,
-                    s.n_colliders,
-                    s.wall_thickness,
-                    s.walls.0,
-                    s.walls.1,
-                    s.margin,
-                    s.max_speed,
-                    s.track_speed,
-                )
+                if s.support == 3 {
+                    substep_call!($quadratic, p, grid, t, colliders, status, speeds, s, $V, $IV)
+                } else {
+                    substep_call!($cubic, p, grid, t, colliders, status, speeds, s, $V, $IV)
+                }
             }
 
             fn init_stress(
@@ -124,5 +137,23 @@ macro_rules! space {
     };
 }
 
-space!(D2, 2, Vec2, Mat2, IVec2, substep_2d, init_stress_2d);
-space!(D3, 3, Vec3, Mat3, IVec3, substep_3d, init_stress_3d);
+space!(
+    D2,
+    2,
+    Vec2,
+    Mat2,
+    IVec2,
+    substep_2d_quadratic,
+    substep_2d_cubic,
+    init_stress_2d
+);
+space!(
+    D3,
+    3,
+    Vec3,
+    Mat3,
+    IVec3,
+    substep_3d_quadratic,
+    substep_3d_cubic,
+    init_stress_3d
+);
