@@ -558,6 +558,24 @@ pub fn measure(sim: &mut dyn scenes::Scene, steps: usize) -> mpm_core::Result<f6
     Ok(start.elapsed().as_secs_f64() * 1e3 / steps.max(1) as f64)
 }
 
+/// A scene file's solver as a benchmark scene.
+fn solver_scene<S: Space<D>, const D: usize>(
+    backend: &BackendRef,
+    name: &str,
+    text: &str,
+) -> Result<Box<dyn scenes::Scene>, AnyError>
+where
+    scenes::SolverScene<Solver<S, D>>: scenes::Scene,
+{
+    let scene = Scene::parse(name, text)?;
+    let solver = scene.build::<S, D>(backend)?;
+    let substeps_per_frame = (scene.simulation.frame_time / solver.next_dt()).round() as usize;
+    Ok(Box::new(scenes::SolverScene {
+        solver,
+        substeps_per_frame,
+    }))
+}
+
 /// `mpm bench`: the standard scenes on the chosen backends.
 pub fn bench(opts: &BenchOptions) -> Result<Vec<BenchRow>, AnyError> {
     let mut backends: Vec<BackendRef> = Vec::new();
@@ -575,18 +593,20 @@ pub fn bench(opts: &BenchOptions) -> Result<Vec<BenchRow>, AnyError> {
         return Err(format!("--backends {}: expected cpu, vulkan or both", opts.backends).into());
     }
     type Make = fn(&BackendRef) -> Result<Box<dyn scenes::Scene>, AnyError>;
-    let standard: [(&str, Make); 4] = [
+    let standard: [(&str, Make); 6] = [
         ("mpm99", |b| Ok(Box::new(scenes::mpm99::Mpm99::new(b, 0)?))),
         ("mpm88", |b| Ok(Box::new(scenes::jfluid::Mpm88::new(b, 0)?))),
         ("mpm3d 64^3", |b| {
             Ok(Box::new(scenes::jfluid::Mpm3d::new(b, 64, 0)?))
         }),
+        ("mpm88 (solver)", |b| {
+            solver_scene::<D2, 2>(b, "mpm88.toml", include_str!("../scenes/mpm88.toml"))
+        }),
+        ("mpm3d (solver)", |b| {
+            solver_scene::<D3, 3>(b, "mpm3d.toml", include_str!("../scenes/mpm3d.toml"))
+        }),
         ("dam_break (solver)", |b| {
-            let scene = Scene::parse("dam_break.toml", scene_file::DEFAULT_SCENE)?;
-            Ok(Box::new(scenes::SolverScene {
-                solver: scene.build::<D2, 2>(b)?,
-                substeps_per_frame: 100,
-            }))
+            solver_scene::<D2, 2>(b, "dam_break.toml", scene_file::DEFAULT_SCENE)
         }),
     ];
     let mut rows = Vec::new();
