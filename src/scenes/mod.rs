@@ -1,8 +1,14 @@
 //! Benchmark scenes reproduced from Taichi's examples.
 
 pub mod blob;
+pub mod custom_kernel;
+pub mod dam_break;
 pub mod jfluid;
 pub mod mpm99;
+pub mod multi_material_3d;
+pub mod sand_column;
+pub mod seeded;
+pub mod snow_ball;
 
 use mpm_core::glam::Vec2;
 use mpm_core::solver::{Solver2, Solver3};
