@@ -1,28 +1,27 @@
-//! Snow balls breaking apart: one thrown at a wall, one thrown down onto the floor (the
-//! paper's snow, Stomakhin et al. 2013), 256^2 grid, fixed dt 5e-5. The thrown ball hits
-//! the wall after about 0.09 s (1800 substeps); 8000 substeps show the pieces falling.
+//! Two snow balls breaking apart on a wall and the floor (2D; Stomakhin et al. 2013's snow).
+//! 256^2 grid, dt 5e-5: the thrown ball hits the wall after about 1800 substeps.
+//! The scene is `scenes/snow_ball.toml`; `mpm run scenes/snow_ball.toml` runs the same file with the
+//! program's outputs (PLY, GIF, checkpoints).
 //!
-//! `cargo run --release --example snow_ball -- --backend cpu --steps 8000 --out out/snow_ball`
+//! `cargo run --release --example snow_ball -- --backend cpu --steps 2000 --out out/snow_ball`
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use mpm::cli::{report, run_scene, RunArgs};
-use mpm::scenes::snow_ball;
+use mpm::cli::{report, run_scene_file, RunArgs};
 
 #[derive(Parser)]
-#[command(about = "Two snow balls hitting a wall and the floor (2D, solver library)")]
+#[command(about = "scenes/snow_ball.toml through the solver library")]
 struct Cli {
     #[command(flatten)]
     run: RunArgs,
-    /// Grid cells per axis (the time step shrinks with the cells).
-    #[arg(long, default_value_t = snow_ball::N_GRID, value_parser = clap::value_parser!(u32).range(32..=1024))]
-    n_grid: u32,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    report(run_scene(&cli.run, |b| {
-        Ok(Box::new(snow_ball::new(b, cli.n_grid, cli.run.seed)?))
-    }))
+    report(run_scene_file(
+        &cli.run,
+        "snow_ball.toml",
+        include_str!("../scenes/snow_ball.toml"),
+    ))
 }

@@ -9,7 +9,8 @@ use clap::Args;
 use crate::backend::{self, Choice};
 use crate::render;
 use crate::scenes::mpm99::Mpm99;
-use crate::scenes::Scene;
+use crate::scenes::{Scene, SolverScene};
+use mpm_core::solver::{Solver, Space, D2, D3};
 use mpm_core::BackendRef;
 
 /// Flags every example takes.
@@ -46,6 +47,45 @@ pub fn report(result: Result<(), Box<dyn std::error::Error>>) -> ExitCode {
 /// Runs Taichi's mpm99 scene with the given flags.
 pub fn run_mpm99(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     run_scene(args, |b| Ok(Box::new(Mpm99::new(b, args.seed)?)))
+}
+
+/// Runs a scene file's solver (2D or 3D) with the common flags; `--seed` reseeds the random
+/// particle placement.
+pub fn run_scene_file(
+    args: &RunArgs,
+    name: &str,
+    text: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let scene = crate::scene_file::Scene::parse(name, text)?;
+    run_scene(args, |b| {
+        let wrap =
+            |e: crate::scene_file::SceneError| mpm_core::Error::InvalidParameter(e.to_string());
+        Ok(match scene.dimension() {
+            2 => solver_scene(
+                scene.build_seeded::<D2, 2>(b, args.seed).map_err(wrap)?,
+                &scene,
+            ),
+            _ => solver_scene(
+                scene.build_seeded::<D3, 3>(b, args.seed).map_err(wrap)?,
+                &scene,
+            ),
+        })
+    })
+}
+
+/// A solver with the substeps of one of its scene's frames.
+fn solver_scene<S: Space<D>, const D: usize>(
+    solver: Solver<S, D>,
+    scene: &crate::scene_file::Scene,
+) -> Box<dyn Scene>
+where
+    SolverScene<Solver<S, D>>: Scene,
+{
+    let substeps_per_frame = (scene.simulation.frame_time / solver.next_dt()).round() as usize;
+    Box::new(SolverScene {
+        solver,
+        substeps_per_frame: substeps_per_frame.max(1),
+    })
 }
 
 /// Runs a scene with the common flags: `--bench` measures throughput, `--out` writes a PNG

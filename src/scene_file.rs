@@ -94,6 +94,9 @@ pub struct Simulation {
     pub frame_time: f32,
     /// Frames to run (the command line may override it).
     pub frames: u32,
+    /// Seed of the random (jittered, Poisson-disk) particle placement.
+    #[serde(default)]
+    pub seed: u32,
     #[serde(default)]
     pub grid: GridSpec,
     #[serde(default)]
@@ -768,11 +771,21 @@ impl Scene {
         &self,
         backend: &BackendRef,
     ) -> Result<Solver<S, D>, SceneError> {
+        self.build_seeded(backend, self.simulation.seed)
+    }
+
+    /// `build` with another seed for the random particle placement.
+    pub fn build_seeded<S: Space<D>, const D: usize>(
+        &self,
+        backend: &BackendRef,
+        seed: u32,
+    ) -> Result<Solver<S, D>, SceneError> {
         let fail = |source| SceneError::Build {
             file: self.file.clone(),
             source,
         };
         let mut solver = Solver::<S, D>::new(backend, self.settings::<D>()).map_err(fail)?;
+        solver.set_seed(seed);
         let mut ids = Vec::new();
         for m in &self.materials {
             let material = m
@@ -802,7 +815,7 @@ impl Scene {
                         .load_mesh(file, min, max)
                         .map_err(|e| self.at(at, e.to_string()))?;
                     let points = mesh
-                        .fill(spacing, body.sampling.into(), 0)
+                        .fill(spacing, body.sampling.into(), seed)
                         .map_err(|e| self.at(at, e.to_string()))?;
                     let positions: Vec<[f32; D]> = points
                         .iter()

@@ -32,7 +32,6 @@ use mpm_core::materials::sand::hencky_stress_2d;
 use mpm_core::solver::{Material, MaterialId, Particles, Region, Sampling, Settings, Solver2};
 use mpm_core::{func, kernel, BackendRef, Field, Result};
 
-use crate::scenes::seeded::{add_region, region_seed};
 use crate::scenes::{Scene, SolverScene};
 
 /// The grid resolution the example uses.
@@ -179,9 +178,9 @@ pub fn new(backend: &BackendRef, n_grid: u32, seed: u32) -> Result<CustomKernel>
     })?;
 
     // A ball of each material, thrown down onto the floor side by side.
-    for (k, (material, x)) in [(plasticine, 0.3f32), (jelly, 0.7)].into_iter().enumerate() {
-        add_region(
-            &mut solver,
+    solver.set_seed(seed);
+    for (material, x) in [(plasticine, 0.3f32), (jelly, 0.7)] {
+        solver.add_particles(
             &Region::Sphere {
                 centre: [x, 0.4],
                 radius: 0.1,
@@ -190,7 +189,6 @@ pub fn new(backend: &BackendRef, n_grid: u32, seed: u32) -> Result<CustomKernel>
             spacing,
             material,
             [0.0, -3.0],
-            region_seed(seed, k as u32),
         )?;
     }
     let names = solver

@@ -2,13 +2,8 @@
 
 pub mod blob;
 pub mod custom_kernel;
-pub mod dam_break;
 pub mod jfluid;
 pub mod mpm99;
-pub mod multi_material_3d;
-pub mod sand_column;
-pub mod seeded;
-pub mod snow_ball;
 
 use mpm_core::glam::Vec2;
 use mpm_core::solver::{Solver2, Solver3};
@@ -111,7 +106,11 @@ impl Scene for SolverScene<Solver2> {
         self.substeps_per_frame
     }
     fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
-        let extent = self.solver.settings().res.map(|r| r as f32 * self.solver.settings().dx);
+        let extent = self
+            .solver
+            .settings()
+            .res
+            .map(|r| r as f32 * self.solver.settings().dx);
         let size = extent[0].max(extent[1]);
         let (x, m) = self.solver.positions()?;
         Ok((x.iter().map(|p| Vec2::from_array(*p) / size).collect(), m))
@@ -133,7 +132,11 @@ impl Scene for SolverScene<Solver3> {
     }
     /// Seen along z.
     fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
-        let extent = self.solver.settings().res.map(|r| r as f32 * self.solver.settings().dx);
+        let extent = self
+            .solver
+            .settings()
+            .res
+            .map(|r| r as f32 * self.solver.settings().dx);
         let size = extent[0].max(extent[1]);
         let (x, m) = self.solver.positions()?;
         Ok((x.iter().map(|p| Vec2::new(p[0], p[1]) / size).collect(), m))

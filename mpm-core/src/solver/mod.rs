@@ -302,6 +302,24 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         self.dt
     }
 
+    /// Seeds the random placement of the particles added next (jittered and Poisson-disk
+    /// sampling); every later `add_particles` call moves on to the next seed.
+    pub fn set_seed(&mut self, seed: u32) {
+        self.seed = seed;
+    }
+
+    /// Makes room for `additional` more particles at once, so that adding them reallocates
+    /// nothing.
+    pub fn reserve_particles(&mut self, additional: usize) -> Result<()> {
+        let want = self.particles.count() as usize + additional;
+        if want > self.particles.capacity() as usize {
+            let host = self.particles.download()?;
+            self.particles.grow_to(want)?;
+            self.particles.upload(&host)?;
+        }
+        Ok(())
+    }
+
     pub fn add_material(&mut self, material: Material) -> Result<MaterialId> {
         self.materials.add(material)
     }

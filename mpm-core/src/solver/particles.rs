@@ -153,16 +153,28 @@ impl<V: Elem, M: Elem> Particles<V, M> {
         })
     }
 
-    /// Replaces the particles in use, growing the fields (to at least twice their size)
-    /// when they do not fit.
+    /// New, empty fields for `capacity` particles when the present ones hold fewer (their
+    /// contents are dropped: download them first).
+    pub fn grow_to(&mut self, capacity: usize) -> Result<()> {
+        if capacity > self.capacity() as usize {
+            let capacity = u32::try_from(capacity).map_err(|_| {
+                crate::Error::InvalidParameter(format!(
+                    "{capacity} particles do not fit a u32 count"
+                ))
+            })?;
+            *self = Particles::new(self.x.backend(), capacity)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the particles in use, growing the fields when they do not fit: by a quarter
+    /// at least, so that emitters adding small batches reallocate rarely, while one large
+    /// body wastes little (`Solver::reserve_particles` avoids even that).
     pub fn upload(&mut self, host: &HostParticles<V, M>) -> Result<()> {
         let n = host.len();
         if n > self.capacity() as usize {
-            let capacity = n.max(2 * self.capacity() as usize);
-            let capacity = u32::try_from(capacity).map_err(|_| {
-                crate::Error::InvalidParameter(format!("{n} particles do not fit a u32 count"))
-            })?;
-            *self = Particles::new(self.x.backend(), capacity)?;
+            let grown = self.capacity() as usize + self.capacity() as usize / 4;
+            self.grow_to(n.max(grown))?;
         }
         let cap = self.capacity() as usize;
         fn padded<T: Elem>(data: &[T], cap: usize) -> Vec<T> {
