@@ -278,6 +278,8 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
         self.peak = self
             .peak
             .max(self.solver.grid.bytes() + self.solver.particles.bytes());
+        let points3 = || x.iter().map(vec3_of).collect::<Vec<Vec3>>();
+        let speeds3 = || v.iter().map(vec3_of).collect::<Vec<Vec3>>();
         let output = &self.scene.output;
         let colouring = Colouring::from(output.color);
         let size = output.image_size;
@@ -291,9 +293,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
             let max = Vec3::from_array(std::array::from_fn(|a| s.res[a % D] as f32 * s.dx));
             let mut view = View3d::new(Vec3::ZERO, max, size, size);
             view.colouring = colouring;
-            let points: Vec<Vec3> = x.iter().map(|p| vec3_of(p)).collect();
-            let speeds: Vec<Vec3> = v.iter().map(|p| vec3_of(p)).collect();
-            render::particles_3d(&points, &speeds, &materials, &view)
+            render::particles_3d(&points3(), &speeds3(), &materials, &view)
         };
         let frame = self.frame;
         if output.png {
@@ -303,9 +303,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
         }
         if output.ply {
             let path = self.out.join(format!("frame_{frame:05}.ply"));
-            let points: Vec<Vec3> = x.iter().map(|p| vec3_of(p)).collect();
-            let speeds: Vec<Vec3> = v.iter().map(|p| vec3_of(p)).collect();
-            output::write_ply_3d(&path, &points, &speeds, &materials)?;
+            output::write_ply_3d(&path, &points3(), &speeds3(), &materials)?;
         }
         if let Some(gif) = &mut self.gif {
             gif.push(&picture)?;
