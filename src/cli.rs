@@ -77,10 +77,7 @@ pub fn run_scene_file(
 fn solver_scene<S: Space<D>, const D: usize>(
     solver: Solver<S, D>,
     scene: &crate::scene_file::Scene,
-) -> Box<dyn Scene>
-where
-    SolverScene<Solver<S, D>>: Scene,
-{
+) -> Box<dyn Scene> {
     let substeps_per_frame = (scene.simulation.frame_time / solver.next_dt()).round() as usize;
     Box::new(SolverScene {
         solver,

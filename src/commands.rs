@@ -561,10 +561,7 @@ fn solver_scene<S: Space<D>, const D: usize>(
     backend: &BackendRef,
     name: &str,
     text: &str,
-) -> Result<Box<dyn scenes::Scene>, AnyError>
-where
-    scenes::SolverScene<Solver<S, D>>: scenes::Scene,
-{
+) -> Result<Box<dyn scenes::Scene>, AnyError> {
     let scene = Scene::parse(name, text)?;
     let solver = scene.build::<S, D>(backend)?;
     let substeps_per_frame = (scene.simulation.frame_time / solver.next_dt()).round() as usize;

@@ -6,7 +6,7 @@ pub mod jfluid;
 pub mod mpm99;
 
 use mpm_core::glam::Vec2;
-use mpm_core::solver::{Solver2, Solver3};
+use mpm_core::solver::{Solver, Space};
 use mpm_core::Result;
 
 /// What the example runner needs of a scene.
@@ -95,7 +95,7 @@ pub struct SolverScene<S> {
     pub substeps_per_frame: usize,
 }
 
-impl Scene for SolverScene<Solver2> {
+impl<S: Space<D>, const D: usize> Scene for SolverScene<Solver<S, D>> {
     fn particles(&self) -> usize {
         self.solver.particles.count() as usize
     }
@@ -105,39 +105,10 @@ impl Scene for SolverScene<Solver2> {
     fn substeps_per_frame(&self) -> usize {
         self.substeps_per_frame
     }
+    /// The domain's x and y scaled into the unit square (3D scenes seen along z).
     fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
-        let extent = self
-            .solver
-            .settings()
-            .res
-            .map(|r| r as f32 * self.solver.settings().dx);
-        let size = extent[0].max(extent[1]);
-        let (x, m) = self.solver.positions()?;
-        Ok((x.iter().map(|p| Vec2::from_array(*p) / size).collect(), m))
-    }
-    fn memory(&self) -> (usize, usize) {
-        (self.solver.grid.bytes(), self.solver.particles.bytes())
-    }
-}
-
-impl Scene for SolverScene<Solver3> {
-    fn particles(&self) -> usize {
-        self.solver.particles.count() as usize
-    }
-    fn substep(&mut self) -> Result<()> {
-        self.solver.substep().map(|_| ())
-    }
-    fn substeps_per_frame(&self) -> usize {
-        self.substeps_per_frame
-    }
-    /// Seen along z.
-    fn frame(&mut self) -> Result<(Vec<Vec2>, Vec<i32>)> {
-        let extent = self
-            .solver
-            .settings()
-            .res
-            .map(|r| r as f32 * self.solver.settings().dx);
-        let size = extent[0].max(extent[1]);
+        let s = self.solver.settings();
+        let size = (s.res[0].max(s.res[1])) as f32 * s.dx;
         let (x, m) = self.solver.positions()?;
         Ok((x.iter().map(|p| Vec2::new(p[0], p[1]) / size).collect(), m))
     }

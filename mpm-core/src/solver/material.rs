@@ -138,6 +138,12 @@ impl Material {
             }
         };
         positive("density", self.density())?;
+        if let Some((youngs, poisson)) = self.moduli() {
+            positive("youngs", youngs)?;
+            if !(poisson.is_finite() && poisson > -1.0 && poisson < 0.5) {
+                return bad("poisson", poisson, "-1 < nu < 0.5");
+            }
+        }
         match self {
             Material::Water {
                 bulk,
@@ -151,28 +157,6 @@ impl Material {
                     return bad("viscosity", *viscosity, "finite and >= 0");
                 }
             }
-            Material::NeoHookean {
-                youngs, poisson, ..
-            }
-            | Material::FixedCorotated {
-                youngs, poisson, ..
-            }
-            | Material::Snow {
-                youngs, poisson, ..
-            }
-            | Material::Sand {
-                youngs, poisson, ..
-            }
-            | Material::User {
-                youngs, poisson, ..
-            } => {
-                positive("youngs", *youngs)?;
-                if !(poisson.is_finite() && *poisson > -1.0 && *poisson < 0.5) {
-                    return bad("poisson", *poisson, "-1 < nu < 0.5");
-                }
-            }
-        }
-        match self {
             Material::Snow {
                 theta_c,
                 theta_s,
@@ -229,8 +213,16 @@ impl Material {
 
     /// `(mu, lambda)`; water has none.
     pub fn lame(&self) -> (f32, f32) {
+        match self.moduli() {
+            Some((youngs, poisson)) => lame(youngs, poisson),
+            None => (0.0, 0.0),
+        }
+    }
+
+    /// Young's modulus and Poisson's ratio of the solid models.
+    fn moduli(&self) -> Option<(f32, f32)> {
         match self {
-            Material::Water { .. } => (0.0, 0.0),
+            Material::Water { .. } => None,
             Material::NeoHookean {
                 youngs, poisson, ..
             }
@@ -245,7 +237,7 @@ impl Material {
             }
             | Material::User {
                 youngs, poisson, ..
-            } => lame(*youngs, *poisson),
+            } => Some((*youngs, *poisson)),
         }
     }
 
