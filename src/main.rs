@@ -31,7 +31,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Run(opts) => commands::run(&opts).map(|_| ()),
+        // Interrupted by Ctrl-C: the checkpoint is written; exit as shells expect (128 + 2).
+        Command::Run(opts) => match commands::run(&opts) {
+            Ok(summary) if summary.interrupted.is_some() => return ExitCode::from(130),
+            other => other.map(|_| ()),
+        },
         Command::Info { scene } => commands::info(scene.as_ref()),
         Command::Devices => commands::devices(),
         Command::Bench(opts) => commands::bench(&opts).map(|_| ()),

@@ -1,0 +1,150 @@
+//! The `mpm` binary as a user runs it: subcommands, exit codes, messages, and Ctrl-C leaving
+//! a checkpoint that a resumed run continues from.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn mpm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mpm"))
+        .args(args)
+        .env("MPM_BACKEND", "cpu")
+        .output()
+        .expect("the mpm binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpm-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(path)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn info_summarises_a_scene() {
+    let o = mpm(&["info", &repo("scenes/dam_break.toml")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("2D, grid [128, 128]"), "{t}");
+    assert!(t.contains("particles in 2 bodies"), "{t}");
+    assert!(t.contains("water") && t.contains("obstacle"), "{t}");
+}
+
+#[test]
+fn a_bad_scene_fails_with_its_position() {
+    let dir = scratch("bad");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[simulation]\ndimension = 4\nresolution = [8]\n").expect("write");
+    let o = mpm(&[
+        "run",
+        bad.to_str().expect("utf-8 path"),
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("error: ") && t.contains("bad.toml:"), "{t}");
+    let missing = mpm(&["info", "/nonexistent/scene.toml"]);
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing).contains("cannot read it"),
+        "{}",
+        text(&missing)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn devices_lists_or_explains() {
+    let o = mpm(&["devices"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("<- auto") || t.contains("no Vulkan device"),
+        "{t}"
+    );
+}
+
+#[test]
+fn bench_prints_a_table() {
+    let o = mpm(&["bench", "--steps", "2", "--backends", "cpu"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    for scene in ["mpm99", "mpm3d 64^3", "dam_break (solver)"] {
+        assert!(t.contains(scene), "{scene} missing from:\n{t}");
+    }
+}
+
+#[test]
+fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
+    let dir = scratch("interrupt");
+    let out = dir.to_str().expect("utf-8 path");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mpm"))
+        .args(["run", "--backend", "cpu", "--frames", "1000", "--out", out])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpm runs");
+    // Wait for a few frames, then interrupt it as Ctrl-C would.
+    let start = Instant::now();
+    while !dir.join("frame_00002.png").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no frames written"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let o = child.wait_with_output().expect("mpm ends");
+    let t = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "an interrupted run exits with 130: {t}"
+    );
+    assert!(t.contains("interrupted, resume with --resume"), "{t}");
+    let checkpoint = dir.join("checkpoint.mpmck");
+    assert!(checkpoint.is_file(), "no checkpoint after Ctrl-C: {t}");
+    let frames = std::fs::read_dir(&dir)
+        .expect("list")
+        .filter(|e| {
+            e.as_ref()
+                .map(|e| e.file_name().to_string_lossy().ends_with(".png"))
+                .unwrap_or(false)
+        })
+        .count();
+    // Resuming continues after the frames already written.
+    let o = mpm(&[
+        "run",
+        "--backend",
+        "cpu",
+        "--frames",
+        &(frames + 1).to_string(),
+        "--out",
+        out,
+        "--resume",
+        checkpoint.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).starts_with("1 frames"), "{}", text(&o));
+    assert!(dir.join(format!("frame_{frames:05}.png")).is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
