@@ -148,3 +148,52 @@ fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
     assert!(dir.join(format!("frame_{frames:05}.png")).is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn view_without_a_display_runs_headless() {
+    let dir = scratch("headless");
+    let o = Command::new(env!("CARGO_BIN_EXE_mpm"))
+        .args(["run", "--view", "--backend", "cpu", "--frames", "1"])
+        .args(["--out", dir.to_str().expect("utf-8")])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("WAYLAND_SOCKET")
+        .output()
+        .expect("mpm runs");
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("no display for --view"), "{t}");
+    assert!(dir.join("frame_00000.png").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The window path, on a virtual X display (scripts/setup.sh installs Xvfb).
+#[test]
+fn view_opens_a_window_on_a_display() {
+    let display = format!(":{}", 50 + std::process::id() % 200);
+    let mut xvfb = match Command::new("Xvfb")
+        .args([&display, "-screen", "0", "640x640x24", "-nolisten", "tcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(x) => x,
+        Err(e) => panic!("Xvfb is needed for this test (scripts/setup.sh installs it): {e}"),
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let dir = scratch("window");
+    let o = Command::new(env!("CARGO_BIN_EXE_mpm"))
+        .args(["run", "--view", "--backend", "cpu", "--frames", "3"])
+        .args(["--out", dir.to_str().expect("utf-8")])
+        .env("DISPLAY", &display)
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .expect("mpm runs");
+    let _ = xvfb.kill();
+    let _ = xvfb.wait();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(!t.contains("no display"), "the window did not open: {t}");
+    assert!(t.starts_with("3 frames"), "{t}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
