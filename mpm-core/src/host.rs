@@ -295,18 +295,27 @@ pub fn par_for<T: LoopInt>(start: T, end: T, body: impl Fn(T) + Sync + Send) {
 /// Index types a top-level `for i in field.indices()` loop yields.
 pub trait IndexSpace<const D: usize>: Copy + Send + Sync {
     fn from_linear(lin: u64, shape: &[u32; D]) -> Self;
+    /// The index `k` further along the last (fastest) axis.
+    fn along_last(self, k: u32) -> Self;
 }
 impl IndexSpace<0> for () {
     fn from_linear(_: u64, _: &[u32; 0]) -> Self {}
+    fn along_last(self, _: u32) -> Self {}
 }
 impl IndexSpace<1> for u32 {
     fn from_linear(lin: u64, _: &[u32; 1]) -> Self {
         lin as u32
     }
+    fn along_last(self, k: u32) -> Self {
+        self + k
+    }
 }
 impl IndexSpace<2> for IVec2 {
     fn from_linear(lin: u64, s: &[u32; 2]) -> Self {
         IVec2::new((lin / s[1] as u64) as i32, (lin % s[1] as u64) as i32)
+    }
+    fn along_last(self, k: u32) -> Self {
+        IVec2::new(self.x, self.y + k as i32)
     }
 }
 impl IndexSpace<3> for IVec3 {
@@ -317,6 +326,9 @@ impl IndexSpace<3> for IVec3 {
             ((lin % yz) / s[2] as u64) as i32,
             (lin % s[2] as u64) as i32,
         )
+    }
+    fn along_last(self, k: u32) -> Self {
+        IVec3::new(self.x, self.y, self.z + k as i32)
     }
 }
 
@@ -339,7 +351,9 @@ impl Dim<3> for Dims {
     type Index = IVec3;
 }
 
-/// Runs `body` for every index of `view`'s shape in parallel.
+/// Runs `body` for every index of `view`'s shape in parallel. Grids run in rows along the
+/// last axis, so that only a row's first index is divided out of the linear one (integer
+/// division per cell cost a third of a 3D grid loop).
 pub fn par_indices<T: Elem, const D: usize>(
     view: &View<'_, T, D>,
     body: impl Fn(<Dims as Dim<D>>::Index) + Sync + Send,
@@ -348,13 +362,19 @@ pub fn par_indices<T: Elem, const D: usize>(
 {
     let shape = view.shape;
     let count: u64 = shape.iter().map(|&s| s as u64).product();
-    (0..count as usize)
+    let row = if D >= 2 { shape[D - 1].max(1) } else { 1 };
+    let rows = count / row as u64;
+    (0..rows as usize)
         .into_par_iter()
-        .with_min_len(64)
-        .for_each(|k| {
-            body(<<Dims as Dim<D>>::Index as IndexSpace<D>>::from_linear(
-                k as u64, &shape,
-            ))
+        .with_min_len((64 / row as usize).max(1))
+        .for_each(|r| {
+            let first = <<Dims as Dim<D>>::Index as IndexSpace<D>>::from_linear(
+                r as u64 * row as u64,
+                &shape,
+            );
+            for k in 0..row {
+                body(first.along_last(k));
+            }
         });
 }
 
