@@ -41,7 +41,8 @@ pub struct RunOptions {
     /// Continue from a checkpoint written by an earlier run of the same scene.
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// CPU threads; 1 makes CPU runs bit-for-bit reproducible (and resumable as such).
+    /// CPU threads (CPU runs are reproducible for a given thread count; with 1 thread also
+    /// on sparse grids).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Show the run in a window (left click: emit water; right drag: push material).
@@ -61,11 +62,23 @@ pub struct Summary {
     pub interrupted: Option<PathBuf>,
 }
 
-/// The backend the flags ask for.
+/// The backend the flags ask for. On the CPU runs are reproducible (float sums into dense
+/// fields in a fixed order), so that a resumed run continues bit for bit.
 fn backend_for(choice: Choice, threads: Option<usize>) -> Result<BackendRef, AnyError> {
+    let cpu = |threads: Option<usize>| -> Result<BackendRef, AnyError> {
+        let cpu = match threads {
+            Some(n) => mpm_cpu::CpuBackend::with_threads(n)?,
+            None => mpm_cpu::CpuBackend::new(),
+        };
+        Ok(Arc::new(cpu.reproducible()))
+    };
     match (choice, threads) {
-        (_, None) => Ok(backend::select(choice)?),
-        (Choice::Cpu, Some(n)) => Ok(Arc::new(mpm_cpu::CpuBackend::with_threads(n)?)),
+        (Choice::Cpu, n) => cpu(n),
+        (Choice::Auto, None) => match backend::select(choice)? {
+            b if b.kind() == mpm_core::BackendKind::Cpu => cpu(None),
+            b => Ok(b),
+        },
+        (Choice::Vulkan, None) => Ok(backend::select(choice)?),
         (other, Some(_)) => Err(format!(
             "--threads sets CPU threads; it needs --backend cpu (not {other:?})"
         )

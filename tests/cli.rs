@@ -93,7 +93,7 @@ fn bench_prints_a_table() {
 fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
     let dir = scratch("interrupt");
     let out = dir.to_str().expect("utf-8 path");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mpm"))
+    let child = Command::new(env!("CARGO_BIN_EXE_mpm"))
         .args(["run", "--backend", "cpu", "--frames", "1000", "--out", out])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

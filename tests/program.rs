@@ -125,6 +125,7 @@ fn shipped_scene_files_are_valid() {
     assert!(n >= 1, "no scene files in {}", dir.display());
 }
 
+/// A CPU run on two threads: `mpm run` makes CPU runs reproducible.
 fn run(out: &std::path::Path, frames: u32, resume: Option<PathBuf>) -> commands::Summary {
     let scene = out.join("small.toml");
     std::fs::write(&scene, SMALL).expect("scene");
@@ -134,7 +135,7 @@ fn run(out: &std::path::Path, frames: u32, resume: Option<PathBuf>) -> commands:
         frames: Some(frames),
         out: Some(out.to_path_buf()),
         resume,
-        threads: Some(1),
+        threads: Some(2),
         view: false,
     })
     .unwrap_or_else(|e| panic!("run failed: {e}"))

@@ -31,6 +31,9 @@ pub struct HostArgs<'a> {
     pub ranges: &'a [LoopRange],
     /// One more than the index of the first field accessed out of bounds; 0 when none was.
     pub out_of_bounds: AtomicUsize,
+    /// Run scatter loops into private copies, so that float sums come out the same on every
+    /// run (`mpm_core::scatter`).
+    pub reproducible: bool,
 }
 
 impl<'a> HostArgs<'a> {
@@ -241,6 +244,17 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
                 }
             }
         }
+    }
+
+    /// The words of a dense field (`None` for a sparse one).
+    pub(crate) fn dense_words(&self) -> Option<&[AtomicU32]> {
+        self.tree.is_none().then_some(self.words)
+    }
+
+    /// The first word of a dense field's element, raising the out-of-bounds flag outside it.
+    #[inline]
+    pub(crate) fn dense_base(&self, index: impl FieldIndex<D>) -> Option<usize> {
+        self.locate_with(index, false)
     }
 
     pub fn shape(&self) -> [u32; D] {

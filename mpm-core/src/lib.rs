@@ -14,6 +14,7 @@ pub mod layout;
 pub mod linalg;
 pub mod materials;
 pub mod rng;
+pub mod scatter;
 pub mod solver;
 pub mod sparse;
 pub mod trace;

@@ -31,6 +31,8 @@ pub struct CpuBackend {
     profile: Mutex<HashMap<String, (u64, Duration)>>,
     /// A pool of a chosen size; `None` runs on rayon's global pool.
     pool: Option<rayon::ThreadPool>,
+    /// Scatter loops add into private copies reduced in a fixed order (`mpm_core::scatter`).
+    reproducible: bool,
 }
 
 impl CpuBackend {
@@ -38,9 +40,16 @@ impl CpuBackend {
         Self::default()
     }
 
-    /// Runs kernels on `threads` threads. One thread makes runs bit-for-bit reproducible:
-    /// float atomics then add in program order (with more, in whatever order threads reach
-    /// them).
+    /// Makes every run with the same thread count give the same bits: float `+=` into dense
+    /// fields goes to per-thread copies summed in a fixed order (sparse fields keep shared
+    /// atomics, whose order varies unless there is one thread).
+    pub fn reproducible(mut self) -> Self {
+        self.reproducible = true;
+        self
+    }
+
+    /// Runs kernels on `threads` threads. One thread makes every run bit-for-bit
+    /// reproducible, sparse fields included.
     pub fn with_threads(threads: usize) -> Result<Self> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
@@ -52,6 +61,7 @@ impl CpuBackend {
         Ok(CpuBackend {
             profile: Mutex::default(),
             pool: Some(pool),
+            reproducible: false,
         })
     }
 
@@ -78,7 +88,12 @@ impl Backend for CpuBackend {
     }
 
     fn describe(&self) -> String {
-        format!("cpu ({} threads)", self.threads())
+        let mode = if self.reproducible {
+            ", reproducible"
+        } else {
+            ""
+        };
+        format!("cpu ({} threads{mode})", self.threads())
     }
 
     fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>> {
@@ -141,6 +156,7 @@ impl Backend for CpuBackend {
             scalars: args.scalars,
             ranges: args.ranges,
             out_of_bounds: AtomicUsize::new(0),
+            reproducible: self.reproducible,
         };
         let start = Instant::now();
         match &self.pool {

@@ -953,6 +953,81 @@ fn check_no_field(e: &Expr, fields: &HashSet<String>) -> Result<()> {
     check.error.map_or(Ok(()), Err)
 }
 
+/// The fields a loop body uses only as `f[i] += v` / `f[i] -= v`: the CPU runs such a loop
+/// as a scatter into private copies (`mpm_core::scatter`). A field that is also read,
+/// stored or passed anywhere in the body keeps the shared atomics.
+fn scatter_only(body: &syn::Block, fields: &HashSet<String>) -> Vec<syn::Ident> {
+    struct Uses<'a> {
+        fields: &'a HashSet<String>,
+        scatter: Vec<syn::Ident>,
+        other: HashSet<String>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Uses<'_> {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            if let Expr::Binary(b) = e {
+                if matches!(b.op, BinOp::AddAssign(_) | BinOp::SubAssign(_)) {
+                    if let Expr::Index(ix) = strip_parens(&b.left) {
+                        if let Expr::Path(p) = strip_parens(&ix.expr) {
+                            if let Some(id) = p.path.get_ident() {
+                                if self.fields.contains(&id.to_string()) {
+                                    if !self.scatter.contains(id) {
+                                        self.scatter.push(id.clone());
+                                    }
+                                    self.visit_expr(&ix.index);
+                                    self.visit_expr(&b.right);
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if let Expr::Path(p) = e {
+                if let Some(id) = p.path.get_ident() {
+                    if self.fields.contains(&id.to_string()) {
+                        self.other.insert(id.to_string());
+                    }
+                }
+            }
+            syn::visit::visit_expr(self, e);
+        }
+    }
+    let mut uses = Uses {
+        fields,
+        scatter: Vec::new(),
+        other: HashSet::new(),
+    };
+    syn::visit::Visit::visit_block(&mut uses, body);
+    uses.scatter
+        .into_iter()
+        .filter(|f| !uses.other.contains(&f.to_string()))
+        .collect()
+}
+
+/// A parallel loop over `start..end` whose `scatter` fields add into private copies.
+fn scatter_loop(
+    start: &TokenStream,
+    end: &TokenStream,
+    var: &syn::Ident,
+    body: &TokenStream,
+    scatter: &[syn::Ident],
+) -> TokenStream {
+    let k = 0..scatter.len();
+    quote! {
+        ::mpm_core::scatter::par_scatter(
+            __args.reproducible,
+            #start,
+            #end,
+            &[#(&#scatter as &dyn ::mpm_core::scatter::ScatterField),*],
+            |__copies, __index| {
+                #(let #scatter = ::mpm_core::scatter::ScatterView::new(&#scatter, __copies[#k]);)*
+                let __body = |#var| #body;
+                __body(__index)
+            },
+        );
+    }
+}
+
 fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
     let scalars: HashSet<String> = params
         .iter()
@@ -968,6 +1043,11 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
     let zero_dim: HashSet<String> = params
         .iter()
         .filter(|p| matches!(p, Param::Field { dims: 0, .. }))
+        .map(|p| p.name().to_string())
+        .collect();
+    let one_dim: HashSet<String> = params
+        .iter()
+        .filter(|p| matches!(p, Param::Field { dims: 1, .. }))
         .map(|p| p.name().to_string())
         .collect();
     let mut cpu = Lower::new(Target::Cpu, fields.clone(), false);
@@ -1017,7 +1097,13 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                         if zero_dim.contains(&field.to_string()) {
                             return err(&mc.receiver, "a 0-D field has one element, `f[()]`; it has no `indices()` to loop over");
                         }
-                        cpu_body.extend(quote!(::mpm_core::host::par_indices(&#field, |#var| #cb);));
+                        let scatter = scatter_only(&fl.body, &fields);
+                        if scatter.is_empty() || !one_dim.contains(&field.to_string()) {
+                            cpu_body.extend(quote!(::mpm_core::host::par_indices(&#field, |#var| #cb);));
+                        } else {
+                            let (start, end) = (quote!(0u32), quote!(#field.shape()[0]));
+                            cpu_body.extend(scatter_loop(&start, &end, &var, &cb, &scatter));
+                        }
                         trace_body.extend(quote!(::mpm_core::trace::par_indices(#label, #field, |#var| #tb);));
                         ranges.push(quote!(::mpm_core::kernel::indices_range(&#field.shape())));
                     }
@@ -1030,7 +1116,12 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                         let (ca, cb_) = (cpu.expr(a)?, cpu.expr(b)?);
                         let (ta, tb_) = (tr.expr(a)?, tr.expr(b)?);
                         let (ha, hb) = (host.expr(a)?, host.expr(b)?);
-                        cpu_body.extend(quote!(::mpm_core::host::par_for(#ca, #cb_, |#var| #cb);));
+                        let scatter = scatter_only(&fl.body, &fields);
+                        if scatter.is_empty() {
+                            cpu_body.extend(quote!(::mpm_core::host::par_for(#ca, #cb_, |#var| #cb);));
+                        } else {
+                            cpu_body.extend(scatter_loop(&ca, &cb_, &var, &cb, &scatter));
+                        }
                         trace_body.extend(quote!(::mpm_core::trace::par_range(#label, #ta, #tb_, |#var| #tb);));
                         ranges.push(quote!(::mpm_core::host::loop_range(#ha, #hb)));
                     }

@@ -1,0 +1,174 @@
+//! Reproducible scatter on the CPU. Float addition is not associative, so when threads add
+//! into shared cells in whatever order they reach them, the last bits of a sum change from
+//! run to run. On a reproducible CPU backend, a parallel loop whose only use of a dense field
+//! is `field[i] += v` runs in one contiguous chunk of its range per thread, each chunk adding
+//! into a private copy of the field; the copies are then added into the field in chunk
+//! order: the same result on every run with the same thread count. It is not faster than the
+//! shared compare-and-swap loops (measured on mpm3d), hence opt-in. Sparse fields, and fields
+//! whose copies would take too much memory, keep the shared atomics.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering::Relaxed;
+
+use rayon::prelude::*;
+
+use crate::host::{loop_range, AtomicAdd, FieldIndex, LoopInt, View};
+use crate::types::{Elem, Scalar};
+
+/// At most this many words of private copies per field (256 MiB).
+const BUDGET_WORDS: usize = 1 << 26;
+
+/// A field as a scatter loop sees it: its size, and how to add private copies back.
+pub trait ScatterField: Sync {
+    /// Words of one private copy, or `None` when the field keeps shared atomics.
+    fn private_words(&self, chunks: usize) -> Option<usize>;
+    /// Adds the copies into the field, word by word in chunk order.
+    fn reduce(&self, copies: &[Vec<u32>]);
+}
+
+impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
+    fn private_words(&self, chunks: usize) -> Option<usize> {
+        let words = self.dense_words()?;
+        (words.len() * chunks <= BUDGET_WORDS).then_some(words.len())
+    }
+
+    fn reduce(&self, copies: &[Vec<u32>]) {
+        let Some(words) = self.dense_words() else {
+            return;
+        };
+        let float = T::SCALAR == Scalar::F32;
+        words
+            .par_iter()
+            .enumerate()
+            .with_min_len(4096)
+            .for_each(|(w, cell)| {
+                if copies.iter().all(|c| c[w] == 0) {
+                    return;
+                }
+                let old = cell.load(Relaxed);
+                let sum = if float {
+                    let acc = copies
+                        .iter()
+                        .fold(f32::from_bits(old), |acc, c| acc + f32::from_bits(c[w]));
+                    acc.to_bits()
+                } else {
+                    copies.iter().fold(old, |acc, c| acc.wrapping_add(c[w]))
+                };
+                cell.store(sum, Relaxed);
+            });
+    }
+}
+
+/// The view a scatter loop's body uses for a privatised field: `+=` goes to this chunk's
+/// copy, or to the shared field when it was not privatised.
+pub struct ScatterView<'v, 'a, T, const D: usize> {
+    view: &'v View<'a, T, D>,
+    copy: &'v [Cell<u32>],
+}
+
+impl<'v, 'a, T: Elem, const D: usize> ScatterView<'v, 'a, T, D> {
+    pub fn new(view: &'v View<'a, T, D>, copy: &'v [Cell<u32>]) -> Self {
+        ScatterView { view, copy }
+    }
+
+    #[inline]
+    pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.add(index, value, false);
+    }
+
+    #[inline]
+    pub fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.add(index, value, true);
+    }
+
+    #[inline]
+    fn add(&self, index: impl FieldIndex<D>, value: T, subtract: bool)
+    where
+        T: AtomicAdd,
+    {
+        if self.copy.is_empty() {
+            return match subtract {
+                false => self.view.atomic_add(index, value),
+                true => self.view.atomic_sub(index, value),
+            };
+        }
+        let Some(base) = self.view.dense_base(index) else {
+            return;
+        };
+        let mut w = [0u32; 16];
+        value.write_words(&mut w[..T::WORDS]);
+        let float = T::SCALAR == Scalar::F32;
+        for (k, word) in w[..T::WORDS].iter().enumerate() {
+            let cell = &self.copy[base + k];
+            let sum = if float {
+                let v = f32::from_bits(*word);
+                let v = if subtract { -v } else { v };
+                (f32::from_bits(cell.get()) + v).to_bits()
+            } else if subtract {
+                cell.get().wrapping_sub(*word)
+            } else {
+                cell.get().wrapping_add(*word)
+            };
+            cell.set(sum);
+        }
+    }
+}
+
+/// Runs `body(copies, i)` for `i` in `start..end`. Reproducible: one contiguous chunk per
+/// thread, in parallel, each with private copies of `fields` (an empty slice for a field that
+/// keeps shared atomics), then the copies are added into the fields in chunk order.
+/// Otherwise a plain parallel loop whose `copies` are all empty (shared atomics).
+pub fn par_scatter<I: LoopInt>(
+    reproducible: bool,
+    start: I,
+    end: I,
+    fields: &[&dyn ScatterField],
+    body: impl Fn(&[&[Cell<u32>]], I) + Sync + Send,
+) {
+    let range = loop_range(start, end);
+    if !reproducible {
+        let n = fields.len();
+        return (0..range.count as usize)
+            .into_par_iter()
+            .with_min_len(64)
+            .for_each_init(
+                || vec![<&[Cell<u32>]>::default(); n],
+                |none, k| body(none, I::from_i64(range.start + k as i64)),
+            );
+    }
+    let chunks = rayon::current_num_threads().max(1);
+    let sizes: Vec<Option<usize>> = fields.iter().map(|f| f.private_words(chunks)).collect();
+    // copies[chunk][field]; `vec![0; n]` asks the allocator for zeroed pages.
+    let mut copies: Vec<Vec<Vec<u32>>> = (0..chunks)
+        .map(|_| sizes.iter().map(|s| vec![0u32; s.unwrap_or(0)]).collect())
+        .collect();
+    let n = range.count;
+    copies.par_iter_mut().enumerate().for_each(|(c, mine)| {
+        let cells: Vec<&[Cell<u32>]> = mine
+            .iter_mut()
+            .map(|v| Cell::from_mut(v.as_mut_slice()).as_slice_of_cells())
+            .collect();
+        let (lo, hi) = (
+            n * c as u64 / chunks as u64,
+            n * (c as u64 + 1) / chunks as u64,
+        );
+        for k in lo..hi {
+            body(&cells, I::from_i64(range.start + k as i64));
+        }
+    });
+    for (f, field) in fields.iter().enumerate() {
+        if sizes[f].is_some() {
+            let per_field: Vec<Vec<u32>> = copies
+                .iter_mut()
+                .map(|c| std::mem::take(&mut c[f]))
+                .collect();
+            field.reduce(&per_field);
+        }
+    }
+}
