@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use mpm::core::rng::rand_f32;
 use mpm::{kernel, BackendRef, CpuBackend, Field};
 
 /// Many particles add into few cells: the order of the additions changes the last bits.
