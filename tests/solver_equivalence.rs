@@ -60,10 +60,11 @@ fn materials() -> [Material; 5] {
 fn scene() -> impl Strategy<Value = Scene> {
     let layout = prop_oneof![
         Just(GridLayout::Dense),
+        // A pool far too small at first: it grows, on both backends alike.
         Just(GridLayout::Sparse {
             block: 4,
             bitmasked: false,
-            reserve: 512
+            reserve: 8
         }),
         Just(GridLayout::Sparse {
             block: 4,

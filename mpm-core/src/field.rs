@@ -85,6 +85,19 @@ impl<const D: usize> Tree<D> {
             .collect())
     }
 
+    /// The fraction of the leaf block pool in use (0 to 1; 0 for an all-dense tree).
+    pub fn occupancy(&self) -> Result<f64> {
+        if self.plan.deactivation.is_none() {
+            return Ok(0.0);
+        }
+        let words = self.structure_words()?;
+        let sparse = Sparse {
+            plan: &self.plan,
+            words: &words,
+        };
+        Ok(sparse.elements_in_use() as f64 / self.plan.elements.max(1) as f64)
+    }
+
     /// The structure's memory and, for every field placed on the tree, the elements' memory.
     pub fn memory(&self) -> Result<Memory> {
         let words = self.structure_words()?;

@@ -248,6 +248,8 @@ pub struct Solver<S: Space<D>, const D: usize> {
     /// An upper bound of the particle speed after the last substep (adaptive stepping).
     speed_bound: f32,
     seed: u32,
+    /// Times a sparse grid's block pool was enlarged.
+    pub grid_growths: u32,
 }
 
 impl<S: Space<D>, const D: usize> Solver<S, D> {
@@ -274,6 +276,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             dt,
             speed_bound: 0.0,
             seed: 0,
+            grid_growths: 0,
             backend: backend.clone(),
             settings,
         })
@@ -488,6 +491,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             material: vec![material.0; n],
         });
         self.particles.upload(&host)?;
+        self.reserve_blocks_for(&host.x)?;
         for v in velocities {
             let speed = v.iter().map(|c| c * c).sum::<f32>().sqrt();
             self.speed_bound = self.speed_bound.max(speed);
@@ -591,6 +595,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         )?;
         self.step += 1;
         self.time += dt as f64;
+        self.grow_sparse_grid()?;
         self.run_hooks()?;
         if scalars.track_speed {
             self.read_speed_bound()?;
@@ -715,6 +720,85 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         self.upload_colliders()
     }
 
+    /// A sparse grid's pool is fixed when it is made; material spreads. Once more than
+    /// `GROW_AT` of it is in use after a substep, the grid is made anew with twice the blocks
+    /// (it holds nothing between substeps, so nothing is copied). Material moves at most a
+    /// cell or so per substep, so the pool cannot fill up in one.
+    fn grow_sparse_grid(&mut self) -> Result<()> {
+        let Some(tree) = &self.grid.tree else {
+            return Ok(());
+        };
+        if tree.occupancy()? > GROW_AT {
+            self.resize_grid_pool(2)?;
+        }
+        Ok(())
+    }
+
+    /// Multiplies a sparse grid's block reserve by `factor` (up to every block of the grid).
+    fn resize_grid_pool(&mut self, factor: u32) -> Result<()> {
+        let GridLayout::Sparse {
+            block,
+            bitmasked,
+            reserve,
+        } = self.settings.grid
+        else {
+            return Ok(());
+        };
+        let all: u32 = self.settings.res.iter().map(|r| r / block).product();
+        let reserve = reserve.saturating_mul(factor).min(all);
+        self.settings.grid = GridLayout::Sparse {
+            block,
+            bitmasked,
+            reserve,
+        };
+        self.grid = Grid::new(&self.backend, self.settings.res, self.settings.grid)?;
+        self.grid_growths += 1;
+        Ok(())
+    }
+
+    /// Makes a sparse grid's reserve at least twice the blocks the particles' stencils touch
+    /// (for particles added before any substep has measured the pool).
+    fn reserve_blocks_for(&mut self, x: &[S::V]) -> Result<()> {
+        let GridLayout::Sparse { block, reserve, .. } = self.settings.grid else {
+            return Ok(());
+        };
+        let dx = self.settings.dx;
+        let per_axis = self.settings.res.map(|r| (r / block).max(1));
+        let mut touched = std::collections::HashSet::new();
+        for p in x {
+            let c = S::components(*p);
+            // The stencil reaches from floor(x - 1) to floor(x) + 2 cells (cubic splines).
+            let lo: [u32; D] = std::array::from_fn(|a| {
+                ((c[a] / dx - 1.0).floor().max(0.0) as u32 / block).min(per_axis[a] - 1)
+            });
+            let hi: [u32; D] = std::array::from_fn(|a| {
+                (((c[a] / dx).floor() + 2.0).max(0.0) as u32 / block).min(per_axis[a] - 1)
+            });
+            let mut b = lo;
+            loop {
+                touched.insert(b);
+                let mut a = 0;
+                while a < D {
+                    if b[a] < hi[a] {
+                        b[a] += 1;
+                        break;
+                    }
+                    b[a] = lo[a];
+                    a += 1;
+                }
+                if a == D {
+                    break;
+                }
+            }
+        }
+        let want = 2 * touched.len() as u32;
+        if want > reserve {
+            let factor = want.div_ceil(reserve.max(1));
+            self.resize_grid_pool(factor)?;
+        }
+        Ok(())
+    }
+
     fn emit(&mut self) -> Result<()> {
         let mut due = Vec::new();
         for (e, next) in &mut self.emitters {
@@ -768,6 +852,9 @@ pub struct Snapshot<V, M> {
     pub colliders: Vec<Collider>,
     pub emitter_times: Vec<f64>,
 }
+
+/// The pool fraction in use above which a sparse grid doubles its reserve.
+const GROW_AT: f64 = 0.6;
 
 /// Cells between the border and where particles may be (a cubic stencil reaches two).
 const MARGIN: f32 = 2.0;
