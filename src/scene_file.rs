@@ -119,7 +119,8 @@ pub struct GridSpec {
     pub layout: LayoutName,
     #[serde(default = "default_block")]
     pub block: u32,
-    /// Blocks in the sparse pool (default: a quarter of all blocks).
+    /// Blocks in the sparse pool at the start (default 64); the solver grows the pool to
+    /// twice what the bodies touch, and doubles it whenever it is more than 60% full.
     pub reserve: Option<u32>,
 }
 
@@ -754,7 +755,7 @@ impl Scene {
             condition: s.walls.condition.with(s.walls.friction),
         };
         let blocks: u32 = res.iter().map(|r| r / s.grid.block.max(1)).product();
-        let reserve = s.grid.reserve.unwrap_or((blocks / 4).max(64));
+        let reserve = s.grid.reserve.unwrap_or(64.min(blocks));
         settings.grid = match s.grid.layout {
             LayoutName::Dense => GridLayout::Dense,
             LayoutName::Sparse | LayoutName::Bitmasked => GridLayout::Sparse {
