@@ -1043,76 +1043,84 @@ impl MaterialSpec {
                 self.name, self.model
             ));
         }
-        let or = |v: Option<f32>, d: f32| v.unwrap_or(d);
-        Ok(match self.model {
-            ModelName::Water => {
-                let Material::Water {
-                    density,
-                    bulk,
-                    gamma,
-                    viscosity,
-                } = Material::water()
-                else {
-                    unreachable!("Material::water() is water")
-                };
-                Material::Water {
-                    density: or(self.density, density),
-                    bulk: or(self.bulk, bulk),
-                    gamma: or(self.gamma, gamma),
-                    viscosity: or(self.viscosity, viscosity),
-                }
-            }
+        // The model's defaults (the presets of `Material`), then what the file gives.
+        let mut m = match self.model {
+            ModelName::Water => Material::water(),
             ModelName::NeoHookean => Material::NeoHookean {
-                density: or(self.density, 1000.0),
-                youngs: or(self.youngs, 1e5),
-                poisson: or(self.poisson, 0.3),
+                density: 1000.0,
+                youngs: 1e5,
+                poisson: 0.3,
             },
             ModelName::FixedCorotated => Material::FixedCorotated {
-                density: or(self.density, 1000.0),
-                youngs: or(self.youngs, 1e5),
-                poisson: or(self.poisson, 0.3),
+                density: 1000.0,
+                youngs: 1e5,
+                poisson: 0.3,
             },
-            ModelName::Snow => {
-                let Material::Snow {
-                    density,
-                    youngs,
-                    poisson,
-                    theta_c,
-                    theta_s,
-                    hardening,
-                } = Material::snow()
-                else {
-                    unreachable!("Material::snow() is snow")
-                };
-                Material::Snow {
-                    density: or(self.density, density),
-                    youngs: or(self.youngs, youngs),
-                    poisson: or(self.poisson, poisson),
-                    theta_c: or(self.theta_c, theta_c),
-                    theta_s: or(self.theta_s, theta_s),
-                    hardening: or(self.hardening, hardening),
-                }
+            ModelName::Snow => Material::snow(),
+            ModelName::Sand => Material::sand(),
+        };
+        let set = |slot: &mut f32, value: Option<f32>| {
+            if let Some(v) = value {
+                *slot = v;
             }
-            ModelName::Sand => {
-                let Material::Sand {
-                    density,
-                    youngs,
-                    poisson,
-                    friction_angle,
-                    cohesion,
-                } = Material::sand()
-                else {
-                    unreachable!("Material::sand() is sand")
-                };
-                Material::Sand {
-                    density: or(self.density, density),
-                    youngs: or(self.youngs, youngs),
-                    poisson: or(self.poisson, poisson),
-                    friction_angle: or(self.friction_angle, friction_angle),
-                    cohesion: or(self.cohesion, cohesion),
-                }
+        };
+        match &mut m {
+            Material::Water {
+                density,
+                bulk,
+                gamma,
+                viscosity,
+            } => {
+                set(density, self.density);
+                set(bulk, self.bulk);
+                set(gamma, self.gamma);
+                set(viscosity, self.viscosity);
             }
-        })
+            Material::NeoHookean {
+                density,
+                youngs,
+                poisson,
+            }
+            | Material::FixedCorotated {
+                density,
+                youngs,
+                poisson,
+            } => {
+                set(density, self.density);
+                set(youngs, self.youngs);
+                set(poisson, self.poisson);
+            }
+            Material::Snow {
+                density,
+                youngs,
+                poisson,
+                theta_c,
+                theta_s,
+                hardening,
+            } => {
+                set(density, self.density);
+                set(youngs, self.youngs);
+                set(poisson, self.poisson);
+                set(theta_c, self.theta_c);
+                set(theta_s, self.theta_s);
+                set(hardening, self.hardening);
+            }
+            Material::Sand {
+                density,
+                youngs,
+                poisson,
+                friction_angle,
+                cohesion,
+            } => {
+                set(density, self.density);
+                set(youngs, self.youngs);
+                set(poisson, self.poisson);
+                set(friction_angle, self.friction_angle);
+                set(cohesion, self.cohesion);
+            }
+            Material::User { .. } => {}
+        }
+        Ok(m)
     }
 }
 
