@@ -10,7 +10,7 @@ use crate::backend::{self, Choice};
 use crate::render;
 use crate::scenes::mpm99::Mpm99;
 use crate::scenes::{Scene, SolverScene};
-use mpm_core::solver::{Solver, Space, D2, D3};
+use mpm_core::solver::{D2, D3};
 use mpm_core::BackendRef;
 
 /// Flags every example takes.
@@ -60,28 +60,17 @@ pub fn run_scene_file(
     run_scene(args, |b| {
         let wrap =
             |e: crate::scene_file::SceneError| mpm_core::Error::InvalidParameter(e.to_string());
+        let frame_time = scene.simulation.frame_time;
         Ok(match scene.dimension() {
-            2 => solver_scene(
+            2 => Box::new(SolverScene::with_frame_time(
                 scene.build_seeded::<D2, 2>(b, args.seed).map_err(wrap)?,
-                &scene,
-            ),
-            _ => solver_scene(
+                frame_time,
+            )),
+            _ => Box::new(SolverScene::with_frame_time(
                 scene.build_seeded::<D3, 3>(b, args.seed).map_err(wrap)?,
-                &scene,
-            ),
+                frame_time,
+            )),
         })
-    })
-}
-
-/// A solver with the substeps of one of its scene's frames.
-fn solver_scene<S: Space<D>, const D: usize>(
-    solver: Solver<S, D>,
-    scene: &crate::scene_file::Scene,
-) -> Box<dyn Scene> {
-    let substeps_per_frame = (scene.simulation.frame_time / solver.next_dt()).round() as usize;
-    Box::new(SolverScene {
-        solver,
-        substeps_per_frame: substeps_per_frame.max(1),
     })
 }
 

@@ -576,12 +576,10 @@ fn solver_scene<S: Space<D>, const D: usize>(
     text: &str,
 ) -> Result<Box<dyn scenes::Scene>, AnyError> {
     let scene = Scene::parse(name, text)?;
-    let solver = scene.build::<S, D>(backend)?;
-    let substeps_per_frame = (scene.simulation.frame_time / solver.next_dt()).round() as usize;
-    Ok(Box::new(scenes::SolverScene {
-        solver,
-        substeps_per_frame,
-    }))
+    Ok(Box::new(scenes::SolverScene::with_frame_time(
+        scene.build::<S, D>(backend)?,
+        scene.simulation.frame_time,
+    )))
 }
 
 /// `mpm bench`: the standard scenes on the chosen backends.

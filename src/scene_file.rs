@@ -12,7 +12,7 @@ use toml::Spanned;
 
 use mpm_core::solver::{
     Collider, Condition, Emitter, GridLayout, Material, MaterialId, Region, Sampling, Settings,
-    Shape, Solver, Space, Spline, TimeStep, Walls,
+    Shape, Solver, Space, Spline, TimeStep, Walls, MARGIN,
 };
 use mpm_core::BackendRef;
 
@@ -586,11 +586,11 @@ impl Scene {
             }
         };
         let dx = self.dx();
-        let lo = 2.0 * dx;
+        let lo = MARGIN * dx;
         let hi: Vec<f32> = s
             .resolution
             .iter()
-            .map(|&r| (r as f32 - 2.0) * dx)
+            .map(|&r| (r as f32 - MARGIN) * dx)
             .collect();
         let region_ok = |r: &RegionSpec, spacing: Option<f32>, v: &Option<Vec<f32>>, at: usize| {
             let (min, max) = match r {

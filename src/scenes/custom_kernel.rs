@@ -199,11 +199,8 @@ pub fn new(backend: &BackendRef, n_grid: u32, seed: u32) -> Result<CustomKernel>
         .collect();
     let energy = Field::new(backend, [solver.materials.materials.len() as u32])?;
     Ok(CustomKernel {
-        inner: SolverScene {
-            solver,
-            // A frame every 5 ms of simulated time.
-            substeps_per_frame: (5e-3 / dt).round() as usize,
-        },
+        // A frame every 5 ms of simulated time.
+        inner: SolverScene::with_frame_time(solver, 5e-3),
         energy,
         names,
         print_every: (0.05 / dt).round() as u64,

@@ -95,6 +95,17 @@ pub struct SolverScene<S> {
     pub substeps_per_frame: usize,
 }
 
+impl<S: Space<D>, const D: usize> SolverScene<Solver<S, D>> {
+    /// Frames of `frame_time` seconds, at the solver's first time step (at least one substep).
+    pub fn with_frame_time(solver: Solver<S, D>, frame_time: f32) -> Self {
+        let substeps_per_frame = ((frame_time / solver.next_dt()).round() as usize).max(1);
+        SolverScene {
+            solver,
+            substeps_per_frame,
+        }
+    }
+}
+
 impl<S: Space<D>, const D: usize> Scene for SolverScene<Solver<S, D>> {
     fn particles(&self) -> usize {
         self.solver.particles.count() as usize

@@ -857,7 +857,7 @@ pub struct Snapshot<V, M> {
 const GROW_AT: f64 = 0.6;
 
 /// Cells between the border and where particles may be (a cubic stencil reaches two).
-const MARGIN: f32 = 2.0;
+pub const MARGIN: f32 = 2.0;
 
 fn region_volume<const D: usize>(region: &Region<D>) -> f32 {
     match region {
