@@ -56,8 +56,8 @@ pub const SPEED_BIAS: i32 = 80;
 /// The histogram bucket of a speed (at least 0, at most `SPEED_BUCKETS - 1`).
 #[func]
 pub fn speed_bucket(speed: f32) -> i32 {
-    let b = floor(4.0 * ln(max(speed, 1e-9)) / 0.6931472) + 80.0;
-    clamp(b, 0.0, 127.0) as i32
+    let b = floor(4.0 * ln(max(speed, 1e-9)) / 0.6931472) + SPEED_BIAS as f32;
+    clamp(b, 0.0, (SPEED_BUCKETS - 1) as f32) as i32
 }
 
 /// Whether a float is infinite or NaN (its exponent bits are all ones); fast-math shader
@@ -344,7 +344,7 @@ macro_rules! mls_mpm {
             let inv_dx = 1.0 / dx;
             let support = $support;
             let depth = $depth;
-            for b in 0..128 {
+            for b in 0..crate::solver::kernels::SPEED_BUCKETS {
                 speeds[b] = 0;
             }
             for cell in grid_m.active() {
