@@ -91,20 +91,14 @@ impl<const D: usize> Tree<D> {
             return Ok(0.0);
         }
         let words = self.structure_words()?;
-        let sparse = Sparse {
-            plan: &self.plan,
-            words: &words,
-        };
+        let sparse = Sparse::new(&self.plan, &words);
         Ok(sparse.elements_in_use() as f64 / self.plan.elements.max(1) as f64)
     }
 
     /// The structure's memory and, for every field placed on the tree, the elements' memory.
     pub fn memory(&self) -> Result<Memory> {
         let words = self.structure_words()?;
-        let sparse = Sparse {
-            plan: &self.plan,
-            words: &words,
-        };
+        let sparse = Sparse::new(&self.plan, &words);
         let in_use_elements = sparse.elements_in_use();
         let mut m = Memory {
             reserved: self.plan.bytes(),
@@ -178,13 +172,7 @@ impl<T: Elem, const D: usize> Field<T, D> {
             None => reserved,
             Some(t) => {
                 let words = t.structure_words()?;
-                Sparse {
-                    plan: &t.plan,
-                    words: &words,
-                }
-                .elements_in_use()
-                    * T::WORDS as u64
-                    * 4
+                Sparse::new(&t.plan, &words).elements_in_use() * T::WORDS as u64 * 4
             }
         };
         Ok(Memory { reserved, in_use })
@@ -254,10 +242,7 @@ impl<T: Elem, const D: usize> Field<T, D> {
             });
         }
         let words = tree.structure_words()?;
-        let sparse = Sparse {
-            plan: &tree.plan,
-            words: &words,
-        };
+        let sparse = Sparse::new(&tree.plan, &words);
         let mut out = vec![T::zero(); self.len()];
         for e in 0..tree.plan.elements {
             if let Some(c) = sparse.element_coords(e) {

@@ -423,13 +423,17 @@ pub fn par_active<T: Elem, const D: usize>(
 {
     match &view.tree {
         None => par_indices(view, body),
-        Some(tree) => (0..tree.plan.elements as usize)
-            .into_par_iter()
-            .with_min_len(64)
-            .for_each(|e| {
-                if let Some(c) = tree.element_coords(e as u64) {
-                    body(<Dims as Dim<D>>::Index::from_coords(c));
-                }
-            }),
+        // Block by block: a leaf block's path is checked once, not once per element.
+        Some(tree) => {
+            let leaf = &tree.plan.levels[tree.plan.levels.len() - 1];
+            (0..leaf.capacity)
+                .into_par_iter()
+                .with_min_len((64 / leaf.level.cells() as usize).max(1))
+                .for_each(|block| {
+                    tree.for_each_active_in_block(block, |_, c| {
+                        body(<Dims as Dim<D>>::Index::from_coords(c))
+                    })
+                })
+        }
     }
 }

@@ -6,8 +6,13 @@
 //! takes a block from the pool, then installs it with one compare-and-swap; a loser of that
 //! race uses the winner's block and gives its own back (it is still zero). Given-back and
 //! freed blocks return to the free list after the launch, in [`Sparse::maintain`].
+//!
+//! Within a launch a path, once active, stays active (deactivation waits for the end of the
+//! launch), so each thread remembers the last leaf block it found: the neighbouring accesses
+//! of a particle's stencil then skip the walk.
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use crate::layout::{LevelKind, Structure, EMPTY, STATUS};
 
@@ -16,7 +21,35 @@ use crate::layout::{LevelKind, Structure, EMPTY, STATUS};
 pub struct Sparse<'a> {
     pub plan: &'a Structure,
     pub words: &'a [AtomicU32],
+    /// Names this tree in this launch for the leaf hint; 0 turns the hint off.
+    launch: u64,
 }
+
+/// The leaf block a thread found last: valid while `launch` and `tree` match.
+#[derive(Clone, Copy)]
+struct LeafHint {
+    launch: u64,
+    tree: usize,
+    /// The leaf block's coordinates (element coordinates divided by the leaf shape).
+    key: [u32; 3],
+    block: u32,
+}
+
+const NO_HINT: Cell<LeafHint> = Cell::new(LeafHint {
+    launch: 0,
+    tree: 0,
+    key: [0; 3],
+    block: 0,
+});
+
+thread_local! {
+    /// Indexed by the parity of the key on each axis, so that the (up to eight) leaf blocks
+    /// under one particle's stencil never evict each other.
+    static HINTS: [Cell<LeafHint>; 8] = const { [NO_HINT; 8] };
+}
+
+/// Launch numbers for leaf hints; 0 is never handed out.
+static LAUNCHES: AtomicU64 = AtomicU64::new(1);
 
 /// The words of one field placed on a tree, for clearing deactivated units.
 pub struct FieldWords<'a> {
@@ -25,6 +58,26 @@ pub struct FieldWords<'a> {
 }
 
 impl<'a> Sparse<'a> {
+    /// The tree outside a launch (no leaf hint).
+    pub fn new(plan: &'a Structure, words: &'a [AtomicU32]) -> Self {
+        Sparse {
+            plan,
+            words,
+            launch: 0,
+        }
+    }
+
+    /// The tree during one launch: threads may reuse the leaf blocks they found until it
+    /// ends. Make a new one for every launch, after the previous one's [`maintain`](Self::maintain).
+    pub fn for_launch(plan: &'a Structure, words: &'a [AtomicU32]) -> Self {
+        Sparse {
+            plan,
+            words,
+            launch: LAUNCHES.fetch_add(1, Relaxed),
+        }
+    }
+
+    #[inline(always)]
     fn w(&self, i: u32) -> &AtomicU32 {
         &self.words[i as usize]
     }
@@ -35,21 +88,64 @@ impl<'a> Sparse<'a> {
         self.plan.levels[k].cell(block, c)
     }
 
-    #[inline]
+    #[inline(always)]
     fn bit(&self, table: u32, cell: u32) -> bool {
         self.w(table + cell / 32).load(Relaxed) & (1 << (cell % 32)) != 0
     }
 
     /// The element index of in-range coordinates `c`, activating the path when `activate`;
     /// `None` when the element is inactive (or its pool is full, which sets the status).
-    #[inline]
+    /// Inlined so that the plan's words are read once per loop, not once per access.
+    #[inline(always)]
     pub fn locate(&self, c: [u32; 3], activate: bool) -> Option<u64> {
         let last = self.plan.levels.len() - 1;
+        let leaf = &self.plan.levels[last];
+        let block = if last == 0 {
+            0
+        } else if self.launch == 0 {
+            self.leaf_block(c, activate)?
+        } else {
+            let key = leaf.block_key(c);
+            let tree = self.words.as_ptr() as usize;
+            let slot = ((key[0] & 1) << 2 | (key[1] & 1) << 1 | (key[2] & 1)) as usize;
+            let hint = HINTS.with(|h| h[slot].get());
+            if hint.launch == self.launch && hint.tree == tree && hint.key == key {
+                hint.block
+            } else {
+                let block = self.leaf_block(c, activate)?;
+                let launch = self.launch;
+                HINTS.with(|h| {
+                    h[slot].set(LeafHint {
+                        launch,
+                        tree,
+                        key,
+                        block,
+                    })
+                });
+                block
+            }
+        };
+        let cell = leaf.cell(block, c);
+        if leaf.level.kind == LevelKind::Bitmasked && !self.bit(leaf.table, cell) {
+            if !activate {
+                return None;
+            }
+            self.w(leaf.table + cell / 32)
+                .fetch_or(1 << (cell % 32), Relaxed);
+        }
+        Some(cell as u64)
+    }
+
+    /// Walks the levels above the leaf: the leaf block holding `c`, when its path is active
+    /// (or activated).
+    #[inline(never)]
+    fn leaf_block(&self, c: [u32; 3], activate: bool) -> Option<u32> {
+        let last = self.plan.levels.len() - 1;
         let mut block = 0u32;
-        for (k, p) in self.plan.levels.iter().enumerate() {
+        for (k, p) in self.plan.levels[..last].iter().enumerate() {
             let cell = self.cell(k, block, c);
-            match p.level.kind {
-                LevelKind::Dense => {}
+            block = match p.level.kind {
+                LevelKind::Dense => cell,
                 LevelKind::Bitmasked => {
                     if !self.bit(p.table, cell) {
                         if !activate {
@@ -58,26 +154,16 @@ impl<'a> Sparse<'a> {
                         self.w(p.table + cell / 32)
                             .fetch_or(1 << (cell % 32), Relaxed);
                     }
+                    cell
                 }
-                LevelKind::Pointer => {
-                    let slot = p.table + cell;
-                    let child = self.w(slot).load(Relaxed);
-                    block = if child != EMPTY {
-                        child
-                    } else if activate {
-                        self.allocate(k, cell)?
-                    } else {
-                        return None;
-                    };
-                    continue;
-                }
-            }
-            if k == last {
-                return Some(cell as u64);
-            }
-            block = cell;
+                LevelKind::Pointer => match self.w(p.table + cell).load(Relaxed) {
+                    EMPTY if activate => self.allocate(k, cell)?,
+                    EMPTY => return None,
+                    child => child,
+                },
+            };
         }
-        None
+        Some(block)
     }
 
     /// Installs a fresh child block in pointer slot `cell` of level `k`.
@@ -154,11 +240,39 @@ impl<'a> Sparse<'a> {
         }
     }
 
-    /// The coordinates of leaf element `e` when it is active (for `active()` loops).
+    /// The coordinates of leaf element `e` when it is active.
     pub fn element_coords(&self, e: u64) -> Option<[u32; 3]> {
+        self.cell_corner(self.plan.levels.len() - 1, u32::try_from(e).ok()?)
+    }
+
+    /// The coordinates of the first element of leaf block `block` when the path to it is
+    /// active (the block's own cells may still be inactive in a bitmasked leaf).
+    pub fn leaf_block_corner(&self, block: u32) -> Option<[u32; 3]> {
+        let last = self.plan.levels.len() - 1;
+        if last == 0 {
+            return (block == 0).then_some([0; 3]);
+        }
+        let parent = &self.plan.levels[last - 1];
+        let cell = self.parent_cell(parent, block)?;
+        self.cell_corner(last - 1, cell)
+    }
+
+    /// The cell of level `parent` that holds its child block `block`.
+    fn parent_cell(&self, parent: &crate::layout::LevelPlan, block: u32) -> Option<u32> {
+        match &parent.pool {
+            Some(pool) => match self.w(pool.owner + block).load(Relaxed) {
+                EMPTY => None,
+                slot => Some(slot - parent.table),
+            },
+            None => Some(block),
+        }
+    }
+
+    /// The element coordinates of the corner of cell `cell` of level `k`, when it and every
+    /// cell above it is active.
+    fn cell_corner(&self, k: usize, mut cell: u32) -> Option<[u32; 3]> {
         let mut coords = [0u32; 3];
-        let mut cell = u32::try_from(e).ok()?;
-        for k in (0..self.plan.levels.len()).rev() {
+        for k in (0..=k).rev() {
             let p = &self.plan.levels[k];
             if p.level.kind == LevelKind::Bitmasked && !self.bit(p.table, cell) {
                 return None;
@@ -170,19 +284,26 @@ impl<'a> Sparse<'a> {
             if k == 0 {
                 return (block == 0).then_some(coords);
             }
-            let parent = &self.plan.levels[k - 1];
-            cell = match &parent.pool {
-                Some(pool) => {
-                    let slot = self.w(pool.owner + block).load(Relaxed);
-                    if slot == EMPTY {
-                        return None;
-                    }
-                    slot - parent.table
-                }
-                None => block,
-            };
+            cell = self.parent_cell(&self.plan.levels[k - 1], block)?;
         }
         None
+    }
+
+    /// Calls `body` with the index and coordinates of every active element of leaf block
+    /// `block`.
+    pub fn for_each_active_in_block(&self, block: u32, mut body: impl FnMut(u64, [u32; 3])) {
+        let Some(corner) = self.leaf_block_corner(block) else {
+            return;
+        };
+        let leaf = &self.plan.levels[self.plan.levels.len() - 1];
+        let cells = leaf.level.cells();
+        for cell in block * cells..(block + 1) * cells {
+            if leaf.level.kind == LevelKind::Bitmasked && !self.bit(leaf.table, cell) {
+                continue;
+            }
+            let (_, local) = leaf.split(cell);
+            body(cell as u64, std::array::from_fn(|a| corner[a] + local[a]));
+        }
     }
 
     /// After a launch: applies queued deactivations (clearing the units' data in every field

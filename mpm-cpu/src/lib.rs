@@ -133,15 +133,24 @@ impl Backend for CpuBackend {
     }
 
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
+        // One `Sparse` per tree, shared by its fields, so that they share leaf hints.
+        let mut trees: Vec<Sparse<'_>> = Vec::new();
         let fields = args
             .fields
             .iter()
             .map(|f| {
                 let tree = match f.tree {
-                    Some(t) => Some(Sparse {
-                        plan: t.plan(),
-                        words: &host_buffer(t.structure())?.words,
-                    }),
+                    Some(t) => {
+                        let words = &host_buffer(t.structure())?.words;
+                        let same = |s: &&Sparse<'_>| std::ptr::eq(s.words, &**words);
+                        Some(match trees.iter().find(same) {
+                            Some(s) => *s,
+                            None => {
+                                trees.push(Sparse::for_launch(t.plan(), words));
+                                trees[trees.len() - 1]
+                            }
+                        })
+                    }
                     None => None,
                 };
                 Ok(HostField {
@@ -188,10 +197,7 @@ impl Backend for CpuBackend {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let sparse = Sparse {
-                plan: tree.plan(),
-                words: &host_buffer(tree.structure())?.words,
-            };
+            let sparse = Sparse::new(tree.plan(), &host_buffer(tree.structure())?.words);
             sparse
                 .maintain(&words)
                 .map_err(|(level, capacity)| Error::PoolExhausted {

@@ -66,10 +66,7 @@ fn check(be: &mpm_vulkan::VulkanBackend, layout: Layout<2>, cells: &[[u32; 2]]) 
         .into_iter()
         .map(AtomicU32::new)
         .collect();
-    let host = Sparse {
-        plan: &plan,
-        words: &words,
-    };
+    let host = Sparse::new(&plan, &words);
     for c in cells {
         host.locate([c[0], c[1], 0], true)
             .expect("room in the pools");
