@@ -35,17 +35,17 @@ struct LeafHint {
     block: u32,
 }
 
-const NO_HINT: Cell<LeafHint> = Cell::new(LeafHint {
+const NO_HINT: LeafHint = LeafHint {
     launch: 0,
     tree: 0,
     key: [0; 3],
     block: 0,
-});
+};
 
 thread_local! {
     /// Indexed by the parity of the key on each axis, so that the (up to eight) leaf blocks
     /// under one particle's stencil never evict each other.
-    static HINTS: [Cell<LeafHint>; 8] = const { [NO_HINT; 8] };
+    static HINTS: [Cell<LeafHint>; 8] = const { [const { Cell::new(NO_HINT) }; 8] };
 }
 
 /// Launch numbers for leaf hints; 0 is never handed out.
