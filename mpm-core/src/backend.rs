@@ -43,10 +43,12 @@ impl KernelDesc {
 
 /// A field as handed to a launch.
 pub struct FieldArg<'a> {
-    pub buffer: &'a dyn Buffer,
+    /// The field's buffer at the time of the call (a growing tree swaps its fields' buffers
+    /// between launches).
+    pub buffer: Arc<dyn Buffer>,
     pub shape: &'a [u32],
     /// The layout tree of a field placed on one (`None` for a plain dense field).
-    pub tree: Option<&'a dyn TreeArg>,
+    pub tree: Option<Arc<dyn TreeArg>>,
 }
 
 /// What a backend needs of a layout tree during a launch.
@@ -57,6 +59,11 @@ pub trait TreeArg: Send + Sync {
     /// Every field placed on the tree, with its words per element (for clearing
     /// deactivated cells in all of them).
     fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)>;
+    /// Runs on the host after every launch that used the tree, whatever its outcome: the
+    /// place to grow block pools before they run out.
+    fn after_launch(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// One parallel loop's index space: `count` invocations starting at `start`.
@@ -93,6 +100,10 @@ pub trait Backend: Send + Sync + 'static {
     fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>>;
     fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()>;
     fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>>;
+    /// `count` words from word `start` (which must lie inside the buffer).
+    fn read_range(&self, buffer: &dyn Buffer, start: usize, count: usize) -> Result<Vec<u32>> {
+        Ok(self.read(buffer)?[start..start + count].to_vec())
+    }
     /// Sets every word of the buffer to zero.
     fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()>;
     /// Runs all loops of the kernel in order, each to completion before the next; returns

@@ -2,7 +2,7 @@
 
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crate::backend::{BackendRef, Buffer, FieldArg, TreeArg};
 use crate::error::{Error, Result};
@@ -14,22 +14,65 @@ use crate::types::{from_words, to_words, Elem};
 /// sparse [`Tree`].
 pub struct Field<T: Elem, const D: usize = 1> {
     backend: BackendRef,
-    buffer: Arc<dyn Buffer>,
+    slot: Arc<Slot>,
     shape: [u32; D],
     tree: Option<Arc<Tree<D>>>,
     _t: PhantomData<T>,
 }
 
+/// A field's buffer, replaced by a larger one when its tree grows.
+struct Slot {
+    buffer: RwLock<Arc<dyn Buffer>>,
+    /// Words per element.
+    per_element: usize,
+}
+
+impl Slot {
+    fn new(buffer: Arc<dyn Buffer>, per_element: usize) -> Arc<Self> {
+        Arc::new(Slot {
+            buffer: RwLock::new(buffer),
+            per_element,
+        })
+    }
+
+    fn buffer(&self) -> Arc<dyn Buffer> {
+        self.buffer
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
 /// A layout tree allocated on a backend; fields placed on it share its activity.
+///
+/// The pools below pointer levels grow, keeping every field's contents: after any launch that
+/// leaves a pool more than half full, and after one that ran out (which is still reported as
+/// [`Error::PoolExhausted`], since the writes past the pool were not made).
 pub struct Tree<const D: usize> {
-    backend: BackendRef,
     layout: Layout<D>,
+    shared: Arc<Shared>,
+}
+
+/// What a tree's storage generations have in common.
+struct Shared {
+    backend: BackendRef,
+    /// Plans the storage at new pool sizes.
+    replan: Box<dyn Fn(&[u32]) -> Result<Structure> + Send + Sync>,
+    storage: RwLock<Arc<Storage>>,
+    fields: Mutex<Vec<Weak<Slot>>>,
+}
+
+/// A tree's structure at one size of its pools; what a launch sees of the tree.
+struct Storage {
     plan: Structure,
     /// The structure words with everything inactive (what `deactivate_all` writes).
     empty: Vec<u32>,
     structure: Arc<dyn Buffer>,
-    fields: Mutex<Vec<(Weak<dyn Buffer>, usize)>>,
+    shared: Weak<Shared>,
 }
+
+/// A pool more than this full after a launch doubles.
+const GROW_AT: f64 = 0.5;
 
 /// Memory of a field or tree.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,17 +87,25 @@ impl<const D: usize> Tree<D> {
     /// Allocates the structure of `layout` (everything inactive).
     pub fn new(backend: &BackendRef, layout: Layout<D>) -> Result<Arc<Self>> {
         let plan = layout.structure()?;
-        let structure = backend.alloc(plan.words as usize)?;
+        let replan = {
+            let layout = layout.clone();
+            Box::new(move |pools: &[u32]| layout.structure_with_pools(pools))
+        };
         let empty = plan.initial_words();
+        let structure = backend.alloc(plan.words as usize)?;
         backend.write(&*structure, &empty)?;
-        Ok(Arc::new(Tree {
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
             backend: backend.clone(),
-            layout,
-            plan,
-            empty,
-            structure,
+            replan,
+            storage: RwLock::new(Arc::new(Storage {
+                plan,
+                empty,
+                structure,
+                shared: weak.clone(),
+            })),
             fields: Mutex::new(Vec::new()),
-        }))
+        });
+        Ok(Arc::new(Tree { layout, shared }))
     }
 
     pub fn layout(&self) -> &Layout<D> {
@@ -65,54 +116,184 @@ impl<const D: usize> Tree<D> {
         self.layout.shape()
     }
 
+    /// The current storage plan (it changes when pools grow).
+    pub fn plan(&self) -> Structure {
+        self.shared.storage().plan.clone()
+    }
+
     /// Deactivates every cell and clears the data of every field on the tree.
     pub fn deactivate_all(&self) -> Result<()> {
-        self.backend.write(&*self.structure, &self.empty)?;
-        for (buffer, _) in self.fields() {
-            self.backend.fill_zero(&*buffer)?;
+        let storage = self.shared.storage();
+        let backend = &self.shared.backend;
+        backend.write(&*storage.structure, &storage.empty)?;
+        for (buffer, _) in storage.fields() {
+            backend.fill_zero(&*buffer)?;
         }
         Ok(())
     }
 
+    /// Grows every pool to at least `blocks` blocks (as far as its level has slots), keeping
+    /// the contents of every field on the tree.
+    pub fn reserve(&self, blocks: u32) -> Result<()> {
+        let now = self.shared.storage().plan.pool_capacities();
+        let wanted: Vec<u32> = now
+            .iter()
+            .map(|&c| if c == 0 { 0 } else { c.max(blocks) })
+            .collect();
+        self.shared.grow(&wanted)
+    }
+
+    /// The blocks each pointer level's pool holds (0 for the other levels).
+    pub fn pool_capacities(&self) -> Vec<u32> {
+        self.shared.storage().plan.pool_capacities()
+    }
+
+    /// The fraction of the leaf block pool in use (0 to 1; 0 for an all-dense tree).
+    pub fn occupancy(&self) -> Result<f64> {
+        let storage = self.shared.storage();
+        if storage.plan.deactivation.is_none() {
+            return Ok(0.0);
+        }
+        let words = storage.host_words(&self.shared.backend)?;
+        let sparse = Sparse::new(&storage.plan, &words);
+        Ok(sparse.elements_in_use() as f64 / storage.plan.elements.max(1) as f64)
+    }
+
+    /// The structure's memory and, for every field placed on the tree, the elements' memory.
+    pub fn memory(&self) -> Result<Memory> {
+        let storage = self.shared.storage();
+        let words = storage.host_words(&self.shared.backend)?;
+        let sparse = Sparse::new(&storage.plan, &words);
+        let in_use_elements = sparse.elements_in_use();
+        let mut m = Memory {
+            reserved: storage.plan.bytes(),
+            in_use: sparse.table_words_in_use() * 4,
+        };
+        for (buffer, per_element) in storage.fields() {
+            m.reserved += buffer.words() as u64 * 4;
+            m.in_use += in_use_elements * per_element as u64 * 4;
+        }
+        Ok(m)
+    }
+
+    fn storage(&self) -> Arc<Storage> {
+        self.shared.storage()
+    }
+
+    /// Elements one field on the tree holds now.
+    pub(crate) fn elements(&self) -> u64 {
+        self.shared.storage().plan.elements
+    }
+
+    /// A field's buffer for the tree's current plan, registered for growth.
+    fn place(&self, per_element: usize) -> Result<Arc<Slot>> {
+        // Hold the storage lock so that no growth runs between sizing and registering.
+        let storage = self
+            .shared
+            .storage
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let buffer = self
+            .shared
+            .backend
+            .alloc(storage.plan.elements as usize * per_element)?;
+        let slot = Slot::new(buffer, per_element);
+        self.shared.lock_fields().push(Arc::downgrade(&slot));
+        Ok(slot)
+    }
+}
+
+impl Shared {
+    fn storage(&self) -> Arc<Storage> {
+        self.storage
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn lock_fields(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Slot>>> {
+        let mut fields = self.fields.lock().unwrap_or_else(|e| e.into_inner());
+        fields.retain(|w| w.strong_count() > 0);
+        fields
+    }
+
+    /// Reallocates the structure and every field for pools of at least `pools` blocks,
+    /// copying their contents (blocks keep their indices). Runs between launches.
+    fn grow(&self, pools: &[u32]) -> Result<()> {
+        let mut current = self.storage.write().unwrap_or_else(|e| e.into_inner());
+        let old = &current.plan;
+        let wanted: Vec<u32> = old
+            .pool_capacities()
+            .iter()
+            .zip(pools)
+            .map(|(&now, &want)| now.max(want))
+            .collect();
+        let plan = (self.replan)(&wanted)?;
+        if plan.pool_capacities() == old.pool_capacities() {
+            return Ok(());
+        }
+        let words = plan.migrate_from(old, &self.backend.read(&*current.structure)?);
+        let structure = self.backend.alloc(plan.words as usize)?;
+        self.backend.write(&*structure, &words)?;
+        let fields = self.lock_fields();
+        let mut moved = Vec::with_capacity(fields.len());
+        for slot in fields.iter().filter_map(Weak::upgrade) {
+            let old_buffer = slot.buffer();
+            let buffer = self
+                .backend
+                .alloc(plan.elements as usize * slot.per_element)?;
+            self.backend
+                .write(&*buffer, &self.backend.read(&*old_buffer)?)?;
+            moved.push((slot, buffer));
+        }
+        // Nothing is replaced until every allocation has succeeded.
+        for (slot, buffer) in moved {
+            *slot.buffer.write().unwrap_or_else(|e| e.into_inner()) = buffer;
+        }
+        *current = Arc::new(Storage {
+            empty: plan.initial_words(),
+            plan,
+            structure,
+            shared: current.shared.clone(),
+        });
+        Ok(())
+    }
+}
+
+impl Storage {
     /// A host copy of the structure words, for the host-side algorithms of
     /// [`crate::sparse`] (memory accounting, dense downloads).
-    fn structure_words(&self) -> Result<Vec<AtomicU32>> {
-        Ok(self
-            .backend
+    fn host_words(&self, backend: &BackendRef) -> Result<Vec<AtomicU32>> {
+        Ok(backend
             .read(&*self.structure)?
             .into_iter()
             .map(AtomicU32::new)
             .collect())
     }
 
-    /// The fraction of the leaf block pool in use (0 to 1; 0 for an all-dense tree).
-    pub fn occupancy(&self) -> Result<f64> {
-        if self.plan.deactivation.is_none() {
-            return Ok(0.0);
+    /// The pools that are more than [`GROW_AT`] full (or ran out), at twice their size.
+    fn pools_to_grow(&self, backend: &BackendRef) -> Result<Option<Vec<u32>>> {
+        let mut grow = false;
+        let mut wanted = Vec::with_capacity(self.plan.levels.len());
+        for p in &self.plan.levels {
+            let Some(pool) = &p.pool else {
+                wanted.push(0);
+                continue;
+            };
+            let w = backend.read_range(&*self.structure, pool.counter as usize, 2)?;
+            let in_use = w[0].min(pool.capacity).saturating_sub(w[1]);
+            if in_use as f64 > GROW_AT * pool.capacity as f64 {
+                grow = true;
+                wanted.push(pool.capacity.saturating_mul(2));
+            } else {
+                wanted.push(pool.capacity);
+            }
         }
-        let words = self.structure_words()?;
-        let sparse = Sparse::new(&self.plan, &words);
-        Ok(sparse.elements_in_use() as f64 / self.plan.elements.max(1) as f64)
-    }
-
-    /// The structure's memory and, for every field placed on the tree, the elements' memory.
-    pub fn memory(&self) -> Result<Memory> {
-        let words = self.structure_words()?;
-        let sparse = Sparse::new(&self.plan, &words);
-        let in_use_elements = sparse.elements_in_use();
-        let mut m = Memory {
-            reserved: self.plan.bytes(),
-            in_use: sparse.table_words_in_use() * 4,
-        };
-        for (buffer, per_element) in self.fields() {
-            m.reserved += buffer.words() as u64 * 4;
-            m.in_use += in_use_elements * per_element as u64 * 4;
-        }
-        Ok(m)
+        Ok(grow.then_some(wanted))
     }
 }
 
-impl<const D: usize> TreeArg for Tree<D> {
+impl TreeArg for Storage {
     fn plan(&self) -> &Structure {
         &self.plan
     }
@@ -120,12 +301,24 @@ impl<const D: usize> TreeArg for Tree<D> {
         &*self.structure
     }
     fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)> {
-        let mut fields = self.fields.lock().unwrap_or_else(|e| e.into_inner());
-        fields.retain(|(w, _)| w.strong_count() > 0);
-        fields
-            .iter()
-            .filter_map(|(w, n)| Some((w.upgrade()?, *n)))
-            .collect()
+        match self.shared.upgrade() {
+            Some(shared) => shared
+                .lock_fields()
+                .iter()
+                .filter_map(Weak::upgrade)
+                .map(|slot| (slot.buffer(), slot.per_element))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+    fn after_launch(&self) -> Result<()> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Ok(());
+        };
+        match self.pools_to_grow(&shared.backend)? {
+            Some(pools) => shared.grow(&pools),
+            None => Ok(()),
+        }
     }
 }
 
@@ -137,7 +330,7 @@ impl<T: Elem, const D: usize> Field<T, D> {
         let buffer = backend.alloc(len * T::WORDS)?;
         Ok(Field {
             backend: backend.clone(),
-            buffer,
+            slot: Slot::new(buffer, T::WORDS),
             shape,
             tree: None,
             _t: PhantomData,
@@ -146,14 +339,9 @@ impl<T: Elem, const D: usize> Field<T, D> {
 
     /// A field placed on a layout tree: it exists where the tree's cells are active.
     pub fn place(tree: &Arc<Tree<D>>) -> Result<Self> {
-        let buffer = tree.backend.alloc(tree.plan.elements as usize * T::WORDS)?;
-        tree.fields
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((Arc::downgrade(&buffer), T::WORDS));
         Ok(Field {
-            backend: tree.backend.clone(),
-            buffer,
+            backend: tree.shared.backend.clone(),
+            slot: tree.place(T::WORDS)?,
             shape: tree.shape(),
             tree: Some(tree.clone()),
             _t: PhantomData,
@@ -167,12 +355,13 @@ impl<T: Elem, const D: usize> Field<T, D> {
 
     /// Memory this field holds (the structure of its tree is counted by the tree).
     pub fn memory(&self) -> Result<Memory> {
-        let reserved = self.buffer.words() as u64 * 4;
+        let reserved = self.slot.buffer().words() as u64 * 4;
         let in_use = match &self.tree {
             None => reserved,
             Some(t) => {
-                let words = t.structure_words()?;
-                Sparse::new(&t.plan, &words).elements_in_use() * T::WORDS as u64 * 4
+                let storage = t.storage();
+                let words = storage.host_words(&self.backend)?;
+                Sparse::new(&storage.plan, &words).elements_in_use() * T::WORDS as u64 * 4
             }
         };
         Ok(Memory { reserved, in_use })
@@ -204,7 +393,7 @@ impl<T: Elem, const D: usize> Field<T, D> {
 
     /// Bytes of device (or host) memory this field's elements take.
     pub fn bytes(&self) -> usize {
-        self.buffer.words() * 4
+        self.slot.buffer().words() * 4
     }
 
     /// Replaces the whole contents (dense fields only: sparse ones are written by kernels).
@@ -222,13 +411,13 @@ impl<T: Elem, const D: usize> Field<T, D> {
                 shape: self.shape.to_vec(),
             });
         }
-        self.backend.write(&*self.buffer, &to_words(data))
+        self.backend.write(&*self.slot.buffer(), &to_words(data))
     }
 
     /// Copies the whole contents back, as a dense array (inactive cells of a sparse field
     /// read as zero).
     pub fn download(&self) -> Result<Vec<T>> {
-        let data = self.backend.read(&*self.buffer)?;
+        let data = self.backend.read(&*self.slot.buffer())?;
         let Some(tree) = &self.tree else {
             return Ok(from_words(&data));
         };
@@ -241,10 +430,11 @@ impl<T: Elem, const D: usize> Field<T, D> {
                 ),
             });
         }
-        let words = tree.structure_words()?;
-        let sparse = Sparse::new(&tree.plan, &words);
+        let storage = tree.storage();
+        let words = storage.host_words(&self.backend)?;
+        let sparse = Sparse::new(&storage.plan, &words);
         let mut out = vec![T::zero(); self.len()];
-        for e in 0..tree.plan.elements {
+        for e in 0..storage.plan.elements {
             if let Some(c) = sparse.element_coords(e) {
                 let mut lin = 0usize;
                 for (a, s) in self.shape.iter().enumerate() {
@@ -267,9 +457,9 @@ impl<T: Elem, const D: usize> Field<T, D> {
     #[doc(hidden)]
     pub fn arg(&self) -> FieldArg<'_> {
         FieldArg {
-            buffer: &*self.buffer,
+            buffer: self.slot.buffer(),
             shape: &self.shape,
-            tree: self.tree.as_deref().map(|t| t as &dyn TreeArg),
+            tree: self.tree.as_ref().map(|t| t.storage() as Arc<dyn TreeArg>),
         }
     }
 }

@@ -25,7 +25,7 @@ pub fn active_range<T: crate::Elem, const D: usize>(field: &crate::Field<T, D>) 
     match field.tree() {
         Some(t) => LoopRange {
             start: 0,
-            count: crate::backend::TreeArg::plan(&**t).elements,
+            count: t.elements(),
         },
         None => indices_range(&field.shape()),
     }
@@ -45,12 +45,19 @@ pub fn launch(
             kernel: desc.qualified_name(),
         });
     }
-    backend.launch(
-        desc,
-        &LaunchArgs {
-            fields,
-            scalars,
-            ranges,
-        },
-    )
+    let args = LaunchArgs {
+        fields,
+        scalars,
+        ranges,
+    };
+    let launched = backend.launch(desc, &args);
+    // Each tree once, even when the launch failed (a pool that ran out grows for the next).
+    let mut trees: Vec<&dyn crate::backend::TreeArg> = Vec::new();
+    for tree in args.fields.iter().filter_map(|f| f.tree.as_deref()) {
+        if !trees.iter().any(|t| std::ptr::addr_eq(*t, tree)) {
+            trees.push(tree);
+        }
+    }
+    let grown = trees.iter().try_for_each(|t| t.after_launch());
+    launched.and(grown)
 }

@@ -106,7 +106,17 @@ impl<const D: usize> Layout<D> {
 
     /// Computes the storage plan.
     pub fn structure(&self) -> Result<Structure> {
-        Structure::new(D as u32, &self.levels, self.reserve)
+        Structure::new(D as u32, &self.levels, |_, slots| {
+            self.reserve.map_or((slots / 8).max(64), |r| r as u64)
+        })
+    }
+
+    /// The storage plan with the pool below pointer level `k` holding `pools[k]` blocks
+    /// (`pools` has an entry per level; others are ignored).
+    pub fn structure_with_pools(&self, pools: &[u32]) -> Result<Structure> {
+        Structure::new(D as u32, &self.levels, |k, _| {
+            pools.get(k).copied().unwrap_or(1) as u64
+        })
     }
 }
 
@@ -249,7 +259,9 @@ pub const EMPTY: u32 = u32::MAX;
 pub const STATUS: u32 = 0;
 
 impl Structure {
-    fn new(dims: u32, levels: &[Level], reserve: Option<u32>) -> Result<Self> {
+    /// `wanted(k, slots)` is the capacity wanted below pointer level `k` with `slots` slots
+    /// (clamped to 1..=slots).
+    fn new(dims: u32, levels: &[Level], wanted: impl Fn(usize, u64) -> u64) -> Result<Self> {
         let bad = |m: String| Err(Error::Layout(m));
         if levels.is_empty() {
             return bad("a layout needs at least one level".into());
@@ -285,8 +297,7 @@ impl Structure {
                 }
                 LevelKind::Pointer => {
                     words += cells;
-                    let default = (cells / 8).max(64).min(cells);
-                    let cap = reserve.map_or(default, |r| (r as u64).clamp(1, cells));
+                    let cap = wanted(k, cells).clamp(1, cells);
                     if k + 1 < levels.len() {
                         let c = u32::try_from(cap).map_err(|_| too_big())?;
                         let base = words;
@@ -376,6 +387,41 @@ impl Structure {
                 w[o..o + pool.capacity as usize].fill(EMPTY);
             }
         }
+        w
+    }
+
+    /// Each pointer level's pool capacity (0 for other levels).
+    pub fn pool_capacities(&self) -> Vec<u32> {
+        self.levels
+            .iter()
+            .map(|p| p.pool.as_ref().map_or(0, |pool| pool.capacity))
+            .collect()
+    }
+
+    /// The words of `self` holding what `old_words` (laid out by `old`, a plan of the same
+    /// levels with pools no larger) holds, between launches: blocks keep their indices, so
+    /// tables and bits copy as prefixes and field data stays where it is.
+    pub fn migrate_from(&self, old: &Structure, old_words: &[u32]) -> Vec<u32> {
+        let mut w = self.initial_words();
+        let mut copy = |from: u32, to: u32, len: u64| {
+            let (from, to, len) = (from as usize, to as usize, len as usize);
+            w[to..to + len].copy_from_slice(&old_words[from..from + len]);
+        };
+        for (o, n) in old.levels.iter().zip(&self.levels) {
+            let cells = o.capacity as u64 * o.level.cells() as u64;
+            match o.level.kind {
+                LevelKind::Dense => {}
+                LevelKind::Pointer => copy(o.table, n.table, cells),
+                LevelKind::Bitmasked => copy(o.table, n.table, cells.div_ceil(32)),
+            }
+            if let (Some(op), Some(np)) = (&o.pool, &n.pool) {
+                copy(op.counter, np.counter, 4);
+                copy(op.free, np.free, op.capacity as u64);
+                copy(op.returned, np.returned, op.capacity as u64);
+                copy(op.owner, np.owner, op.capacity as u64);
+            }
+        }
+        // Deactivation queues are empty between launches; STATUS is 0.
         w
     }
 

@@ -124,6 +124,13 @@ impl Backend for CpuBackend {
             .collect())
     }
 
+    fn read_range(&self, buffer: &dyn Buffer, start: usize, count: usize) -> Result<Vec<u32>> {
+        Ok(host_buffer(buffer)?.words[start..start + count]
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect())
+    }
+
     fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()> {
         host_buffer(buffer)?
             .words
@@ -139,7 +146,7 @@ impl Backend for CpuBackend {
             .fields
             .iter()
             .map(|f| {
-                let tree = match f.tree {
+                let tree = match f.tree.as_deref() {
                     Some(t) => {
                         let words = &host_buffer(t.structure())?.words;
                         let same = |s: &&Sparse<'_>| std::ptr::eq(s.words, &**words);
@@ -154,7 +161,7 @@ impl Backend for CpuBackend {
                     None => None,
                 };
                 Ok(HostField {
-                    words: &host_buffer(f.buffer)?.words,
+                    words: &host_buffer(&*f.buffer)?.words,
                     shape: f.shape,
                     tree,
                 })
@@ -181,7 +188,9 @@ impl Backend for CpuBackend {
         // Trees, once each: apply deactivations, recycle blocks, report a full pool.
         let mut done: Vec<*const ()> = Vec::new();
         for f in &args.fields {
-            let Some(tree) = f.tree else { continue };
+            let Some(tree) = f.tree.as_deref() else {
+                continue;
+            };
             let id = tree.structure() as *const dyn Buffer as *const ();
             if done.contains(&id) {
                 continue;

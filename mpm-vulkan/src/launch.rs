@@ -288,12 +288,34 @@ impl Runtime {
     }
 
     pub fn read(&mut self, buffer: &dyn Buffer) -> Result<Vec<u32>> {
+        let words = downcast(&self.ctx, buffer, "read")?.words;
+        self.read_range(buffer, 0, words)
+    }
+
+    /// Words `start..start + count` of `buffer`.
+    pub fn read_range(
+        &mut self,
+        buffer: &dyn Buffer,
+        start: usize,
+        count: usize,
+    ) -> Result<Vec<u32>> {
         let src = downcast(&self.ctx, buffer, "read")?;
-        if src.words == 0 {
+        if start + count > src.words {
+            return Err(Error::Backend {
+                backend: "vulkan",
+                message: format!(
+                    "reading words {start}..{} of a buffer of {}",
+                    start + count,
+                    src.words
+                ),
+            });
+        }
+        if count == 0 {
             return Ok(Vec::new());
         }
-        let staging = GpuBuffer::staging(&self.ctx, src.words, false)?;
-        let (s, dst, size) = (src.buffer, staging.buffer, src.words as u64 * 4);
+        let staging = GpuBuffer::staging(&self.ctx, count, false)?;
+        let (s, dst, size) = (src.buffer, staging.buffer, count as u64 * 4);
+        let offset = start as u64 * 4;
         // SAFETY: both buffers are live with the right usages and at least `size` bytes.
         self.one_shot(|d, cmd| unsafe {
             d.cmd_copy_buffer(
@@ -301,7 +323,7 @@ impl Runtime {
                 s,
                 dst,
                 &[vk::BufferCopy {
-                    src_offset: 0,
+                    src_offset: offset,
                     dst_offset: 0,
                     size,
                 }],
@@ -522,7 +544,7 @@ impl Runtime {
         let mut trees: Vec<&dyn TreeArg> = Vec::new();
         let mut field_trees = Vec::with_capacity(args.fields.len());
         for fa in &args.fields {
-            field_trees.push(fa.tree.map(|t| {
+            field_trees.push(fa.tree.as_deref().map(|t| {
                 let id = t.structure() as *const dyn Buffer as *const ();
                 match trees
                     .iter()
@@ -539,8 +561,8 @@ impl Runtime {
         let plans: Vec<Structure> = trees.iter().map(|t| t.plan().clone()).collect();
         let mut bufs = Vec::with_capacity(args.fields.len());
         for (k, (fa, fp)) in args.fields.iter().zip(&kernel.fields).enumerate() {
-            let g = downcast(&self.ctx, fa.buffer, &qname)?;
-            let cells = match fa.tree {
+            let g = downcast(&self.ctx, &*fa.buffer, &qname)?;
+            let cells = match &fa.tree {
                 Some(t) => t.plan().elements,
                 None => fa.shape.iter().map(|&s| s as u64).product::<u64>(),
             };

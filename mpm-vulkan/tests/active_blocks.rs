@@ -84,11 +84,11 @@ fn check(be: &mpm_vulkan::VulkanBackend, layout: Layout<2>, cells: &[[u32; 2]]) 
         &words.iter().map(|w| w.load(Relaxed)).collect::<Vec<_>>(),
     );
     let grid = be.alloc(plan.elements as usize).unwrap();
-    let tree = TestTree {
+    let tree: Arc<dyn TreeArg> = Arc::new(TestTree {
         plan: plan.clone(),
         structure,
         grid: grid.clone(),
-    };
+    });
     let n = (shape[0] * shape[1]) as usize;
     let visits = ibuf(be, &vec![0; n]);
     let d = desc!("visit", ["grid", "visits"], trace_visit);
@@ -101,12 +101,12 @@ fn check(be: &mpm_vulkan::VulkanBackend, layout: Layout<2>, cells: &[[u32; 2]]) 
         let args = LaunchArgs {
             fields: vec![
                 FieldArg {
-                    buffer: &*grid,
+                    buffer: grid.clone(),
                     shape: &shape,
-                    tree: Some(&tree),
+                    tree: Some(tree.clone()),
                 },
                 FieldArg {
-                    buffer: &*visits,
+                    buffer: visits.clone(),
                     shape: &shape,
                     tree: None,
                 },

@@ -140,7 +140,7 @@ pub fn run(
         fields: fields
             .iter()
             .map(|(b, s)| FieldArg {
-                buffer: &***b,
+                buffer: Arc::clone(b),
                 shape: s,
                 tree: None,
             })
