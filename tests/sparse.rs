@@ -528,7 +528,7 @@ fn check_1d_and_3d(be: &BackendRef) {
 }
 
 #[test]
-fn full_pool_is_a_clear_error_and_blocks_are_reused() {
+fn full_pool_is_a_clear_error_then_grows_and_blocks_are_reused() {
     for be in backends() {
         println!("pool exhaustion on {}", be.describe());
         check_full_pool(&be);
@@ -557,8 +557,8 @@ fn check_full_pool(be: &BackendRef) {
         .unwrap()
     };
     let ones = |n: usize| Field::from_slice(&be, [n as u32], &vec![1.0f32; n]).unwrap();
-    write2(&mut f, &cells(&[(0, 0), (5, 5)]), &ones(2)).unwrap();
-    let err = write2(&mut f, &cells(&[(9, 9)]), &ones(1)).expect_err("a third block does not fit");
+    let three = cells(&[(0, 0), (5, 5), (9, 9)]);
+    let err = write2(&mut f, &three, &ones(3)).expect_err("three blocks do not fit in two");
     assert!(
         matches!(
             err,
@@ -570,17 +570,83 @@ fn check_full_pool(be: &BackendRef) {
         ),
         "{err}"
     );
-    assert!(err.to_string().contains("Layout::reserve"), "{err}");
-    // Freed blocks come back: many rounds of activate / deactivate stay within two blocks.
+    assert!(err.to_string().contains("repeat"), "{err}");
+    // The pool grew after the failed launch, so the same launch now fits.
+    assert_eq!(tree.pool_capacities(), [4, 0]);
+    write2(&mut f, &three, &ones(3)).unwrap();
+    // Three of four blocks in use: more than half, so the pool doubled again.
+    assert_eq!(tree.pool_capacities(), [8, 0]);
+    let values = f.download().unwrap();
+    for c in [(0, 0), (5, 5), (9, 9)] {
+        assert_eq!(values[(c.0 * 16 + c.1) as usize], 1.0, "{c:?}");
+    }
+    // Freed blocks come back: many rounds of activate / deactivate stay within the pool,
+    // which (half full at most) does not grow.
     tree.deactivate_all().unwrap();
     for round in 0..50 {
         let (x, y) = ((round * 4) % 16, (round * 8) % 16);
         write2(&mut f, &cells(&[(x, y), ((x + 4) % 16, y)]), &ones(2)).unwrap();
         deactivate2(&mut f, &cells(&[(x, y), ((x + 4) % 16, y)])).unwrap();
     }
+    assert_eq!(tree.pool_capacities(), [8, 0]);
     let m = tree.memory().unwrap();
     assert!(m.in_use <= m.reserved, "{m:?}");
-    let _ = Arc::strong_count(&tree);
+}
+
+#[test]
+fn pools_grow_before_they_run_out_and_keep_every_field() {
+    for be in backends() {
+        println!("pool growth on {}", be.describe());
+        for layout in [
+            Layout::<2>::root().pointer([16, 16]).dense([4, 4]),
+            Layout::<2>::root()
+                .pointer([8, 8])
+                .bitmasked([2, 2])
+                .dense([4, 4]),
+            Layout::<2>::root()
+                .pointer([4, 4])
+                .pointer([4, 4])
+                .dense([4, 4]),
+        ] {
+            check_growth(&be, layout.reserve(2));
+        }
+    }
+    no_validation_messages();
+    spirv_valid();
+}
+
+/// Writes one new 4x4 block per launch, into two fields, starting from pools of two blocks:
+/// the pools double whenever a launch leaves them more than half full, so no launch fails,
+/// and both fields keep every value across the moves.
+fn check_growth(be: &BackendRef, layout: Layout<2>) {
+    let tree = Tree::new(be, layout.clone()).unwrap();
+    let mut f = Field::<f32, 2>::place(&tree).unwrap();
+    let mut g = Field::<f32, 2>::place(&tree).unwrap();
+    let mut model = HashMap::new();
+    for step in 0..40i32 {
+        let cell = IVec2::new((step % 16) * 4, (step / 16) * 4 + step % 3);
+        let idx = Field::from_slice(be, [1], &[cell]).unwrap();
+        let val = Field::from_slice(be, [1], &[step as f32 + 1.0]).unwrap();
+        write2(&mut f, &idx, &val).unwrap_or_else(|e| panic!("{layout:?} step {step}: {e}"));
+        add2(&mut g, &idx, &val).unwrap();
+        model.insert((cell.x, cell.y), step as f32 + 1.0);
+    }
+    let grown = tree.pool_capacities();
+    assert!(grown[0] >= 40 / 16, "{layout:?}: {grown:?}");
+    assert!(
+        grown.iter().all(|&c| c <= 128),
+        "{layout:?}: pools grew too far: {grown:?}"
+    );
+    let (fv, gv) = (f.download().unwrap(), g.download().unwrap());
+    for x in 0..64 {
+        for y in 0..64 {
+            let want = model.get(&(x, y)).copied().unwrap_or(0.0);
+            let i = (x * 64 + y) as usize;
+            assert_eq!((fv[i], gv[i]), (want, want), "{layout:?} at {x},{y}");
+        }
+    }
+    let m = tree.memory().unwrap();
+    assert!(m.in_use <= m.reserved, "{m:?}");
 }
 
 #[test]

@@ -20,8 +20,10 @@ pub enum Error {
     #[error("invalid layout: {0}")]
     Layout(String),
     #[error(
-        "kernel `{kernel}`: the block pool below level {level} of a sparse layout is full \
-         ({capacity} blocks); reserve more with `Layout::reserve`"
+        "kernel `{kernel}`: the block pool below level {level} of a sparse layout ran out \
+         ({capacity} blocks), so some of its writes were not made; the pool has grown for the \
+         next launch: repeat the step from a consistent state, or reserve enough up front \
+         with `Layout::reserve` or `Tree::reserve`"
     )]
     PoolExhausted {
         kernel: String,

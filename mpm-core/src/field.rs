@@ -242,8 +242,9 @@ impl Shared {
             let buffer = self
                 .backend
                 .alloc(plan.elements as usize * slot.per_element)?;
-            self.backend
-                .write(&*buffer, &self.backend.read(&*old_buffer)?)?;
+            let mut words = self.backend.read(&*old_buffer)?;
+            words.resize(buffer.words(), 0);
+            self.backend.write(&*buffer, &words)?;
             moved.push((slot, buffer));
         }
         // Nothing is replaced until every allocation has succeeded.

@@ -403,7 +403,7 @@ impl Structure {
     /// tables and bits copy as prefixes and field data stays where it is.
     pub fn migrate_from(&self, old: &Structure, old_words: &[u32]) -> Vec<u32> {
         let mut w = self.initial_words();
-        let mut copy = |from: u32, to: u32, len: u64| {
+        let copy = |w: &mut [u32], from: u32, to: u32, len: u64| {
             let (from, to, len) = (from as usize, to as usize, len as usize);
             w[to..to + len].copy_from_slice(&old_words[from..from + len]);
         };
@@ -411,14 +411,20 @@ impl Structure {
             let cells = o.capacity as u64 * o.level.cells() as u64;
             match o.level.kind {
                 LevelKind::Dense => {}
-                LevelKind::Pointer => copy(o.table, n.table, cells),
-                LevelKind::Bitmasked => copy(o.table, n.table, cells.div_ceil(32)),
+                LevelKind::Pointer => copy(&mut w, o.table, n.table, cells),
+                LevelKind::Bitmasked => copy(&mut w, o.table, n.table, cells.div_ceil(32)),
             }
             if let (Some(op), Some(np)) = (&o.pool, &n.pool) {
-                copy(op.counter, np.counter, 4);
-                copy(op.free, np.free, op.capacity as u64);
-                copy(op.returned, np.returned, op.capacity as u64);
-                copy(op.owner, np.owner, op.capacity as u64);
+                copy(&mut w, op.counter, np.counter, 4);
+                copy(&mut w, op.free, np.free, op.capacity as u64);
+                copy(&mut w, op.returned, np.returned, op.capacity as u64);
+                // Owners name slots by word, and the slot table may have moved.
+                for b in 0..op.capacity {
+                    let slot = old_words[(op.owner + b) as usize];
+                    if slot != EMPTY {
+                        w[(np.owner + b) as usize] = slot - o.table + n.table;
+                    }
+                }
             }
         }
         // Deactivation queues are empty between launches; STATUS is 0.

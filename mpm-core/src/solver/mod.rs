@@ -248,8 +248,6 @@ pub struct Solver<S: Space<D>, const D: usize> {
     /// An upper bound of the particle speed after the last substep (adaptive stepping).
     speed_bound: f32,
     seed: u32,
-    /// Times a sparse grid's block pool was enlarged.
-    pub grid_growths: u32,
 }
 
 impl<S: Space<D>, const D: usize> Solver<S, D> {
@@ -276,7 +274,6 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             dt,
             speed_bound: 0.0,
             seed: 0,
-            grid_growths: 0,
             backend: backend.clone(),
             settings,
         })
@@ -595,7 +592,6 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         )?;
         self.step += 1;
         self.time += dt as f64;
-        self.grow_sparse_grid()?;
         self.run_hooks()?;
         if scalars.track_speed {
             self.read_speed_bound()?;
@@ -720,46 +716,12 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         self.upload_colliders()
     }
 
-    /// A sparse grid's pool is fixed when it is made; material spreads. Once more than
-    /// `GROW_AT` of it is in use after a substep, the grid is made anew with twice the blocks
-    /// (it holds nothing between substeps, so nothing is copied). Material moves at most a
-    /// cell or so per substep, so the pool cannot fill up in one.
-    fn grow_sparse_grid(&mut self) -> Result<()> {
-        let Some(tree) = &self.grid.tree else {
-            return Ok(());
-        };
-        if tree.occupancy()? > GROW_AT {
-            self.resize_grid_pool(2)?;
-        }
-        Ok(())
-    }
-
-    /// Multiplies a sparse grid's block reserve by `factor` (up to every block of the grid).
-    fn resize_grid_pool(&mut self, factor: u32) -> Result<()> {
-        let GridLayout::Sparse {
-            block,
-            bitmasked,
-            reserve,
-        } = self.settings.grid
-        else {
-            return Ok(());
-        };
-        let all: u32 = self.settings.res.iter().map(|r| r / block).product();
-        let reserve = reserve.saturating_mul(factor).min(all);
-        self.settings.grid = GridLayout::Sparse {
-            block,
-            bitmasked,
-            reserve,
-        };
-        self.grid = Grid::new(&self.backend, self.settings.res, self.settings.grid)?;
-        self.grid_growths += 1;
-        Ok(())
-    }
-
-    /// Makes a sparse grid's reserve at least twice the blocks the particles' stencils touch
-    /// (for particles added before any substep has measured the pool).
+    /// Makes a sparse grid's pool at least twice the blocks the particles' stencils touch, so
+    /// that the next P2G fits (afterwards the pool grows by itself as material spreads, see
+    /// [`Tree`]).
     fn reserve_blocks_for(&mut self, x: &[S::V]) -> Result<()> {
-        let GridLayout::Sparse { block, reserve, .. } = self.settings.grid else {
+        let (GridLayout::Sparse { block, .. }, Some(tree)) = (self.settings.grid, &self.grid.tree)
+        else {
             return Ok(());
         };
         let dx = self.settings.dx;
@@ -791,12 +753,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 }
             }
         }
-        let want = 2 * touched.len() as u32;
-        if want > reserve {
-            let factor = want.div_ceil(reserve.max(1));
-            self.resize_grid_pool(factor)?;
-        }
-        Ok(())
+        tree.reserve(2 * touched.len() as u32)
     }
 
     fn emit(&mut self) -> Result<()> {
@@ -854,7 +811,6 @@ pub struct Snapshot<V, M> {
 }
 
 /// The pool fraction in use above which a sparse grid doubles its reserve.
-const GROW_AT: f64 = 0.6;
 
 /// Cells between the border and where particles may be (a cubic stencil reaches two).
 pub const MARGIN: f32 = 2.0;
