@@ -324,8 +324,9 @@ fn layouts_2d() -> Vec<Layout<2>> {
     ]
 }
 
+/// Pools start at one block, so they grow (moving every value) as the operations go on.
 fn check_2d(be: &BackendRef, layout: &Layout<2>, ops: &[Op]) -> Result<(), Error> {
-    let tree = Tree::new(be, layout.clone())?;
+    let tree = Tree::new(be, layout.clone().reserve(1))?;
     let mut f = Field::<f32, 2>::place(&tree)?;
     let shape = tree.shape();
     let mut model = Model::<2>::new(layout);
@@ -333,6 +334,14 @@ fn check_2d(be: &BackendRef, layout: &Layout<2>, ops: &[Op]) -> Result<(), Error
     let mut value = Field::<f32, 2>::new(be, shape)?;
     let mut visits = Field::<i32, 2>::new(be, shape)?;
     for op in ops {
+        // A pool at least twice the blocks one operation can activate always fits it: growth
+        // keeps every pool at most half full after each launch.
+        let cells = match op {
+            Op::Write(l) | Op::Add(l) => l.len(),
+            Op::Activate(l) => l.len(),
+            _ => 0,
+        };
+        tree.reserve(2 * cells as u32)?;
         match op {
             Op::Write(list) => {
                 // Distinct cells: several writes of one cell in a launch race.
