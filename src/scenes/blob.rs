@@ -14,7 +14,7 @@ use crate::scenes::mpm99::quadratic_stencil;
 pub enum GridKind {
     /// dense [n, n]
     Dense,
-    /// pointer [n/4, n/4] -> dense [4, 4]
+    /// pointer [n/8, n/8] -> dense [8, 8]: 64 cells a block, as in the 4^3 blocks of 3D grids
     PointerDense,
     /// pointer [n/8, n/8] -> bitmasked [2, 2] -> dense [4, 4]
     PointerBitmaskedDense,
@@ -146,15 +146,16 @@ impl Blob {
             x.push(Vec2::new((start + cx) as f32 + jx, (start + cy) as f32 + jy) / n_grid as f32);
         }
         let n = x.len() as u32;
-        // Room for the blob's blocks with a margin (the blob falls and spreads).
-        let blocks = ((side + 8) / 4 + 2).pow(2) * 2;
+        // Twice the 8x8 blocks the blob's stencils touch: pools grow once more than half full.
+        let span = (start + side + 1) / 8 - start.saturating_sub(1) / 8 + 1;
+        let blocks = 2 * span * span;
         let tree = match kind {
             GridKind::Dense => None,
             GridKind::PointerDense => Some(Tree::new(
                 backend,
                 Layout::root()
-                    .pointer([n_grid / 4, n_grid / 4])
-                    .dense([4, 4])
+                    .pointer([n_grid / 8, n_grid / 8])
+                    .dense([8, 8])
                     .reserve(blocks),
             )?),
             GridKind::PointerBitmaskedDense => Some(Tree::new(
@@ -163,7 +164,7 @@ impl Blob {
                     .pointer([n_grid / 8, n_grid / 8])
                     .bitmasked([2, 2])
                     .dense([4, 4])
-                    .reserve(blocks / 4 + 1),
+                    .reserve(blocks),
             )?),
         };
         let (grid_v, grid_m) = match &tree {
