@@ -36,18 +36,22 @@ struct KernelPipelines {
 /// Pipelines of a kernel are specialised for the field shapes and the layout trees.
 type KernelKey = (String, Vec<Vec<u32>>, Vec<Option<u32>>, Vec<Structure>);
 
-/// The pipelines of two helper passes over one tree plan: storage buffers at bindings
+/// The pipelines of `N` helper passes over one tree plan: storage buffers at bindings
 /// 0.., no push constants, and a pipeline per pass (`None` where the plan needs no pass).
 ///
-/// * maintenance (fields of the given words per element): pass 0 applies the deactivation
-///   queue, pass 1 recycles blocks;
+/// * maintenance (see `sparse::maintenance_shaders`): pass 0 writes the indirect dispatch of
+///   pass 1, which applies the deactivation queue; pass 2 recycles blocks;
 /// * compaction (binding 0 the structure, binding 1 the active-block buffer): pass 0 lists
 ///   the live leaf blocks, pass 1 writes the indirect dispatch.
-struct PassPipelines {
+struct PassPipelines<const N: usize> {
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
-    pipelines: [Option<vk::Pipeline>; 2],
+    pipelines: [Option<vk::Pipeline>; N],
 }
+
+/// Bytes between the deactivation dispatches of a launch in `Runtime::maint_dispatch`: the
+/// largest `minStorageBufferOffsetAlignment` Vulkan allows, so any device can bind each one.
+const DISPATCH_STRIDE: u64 = 256;
 
 /// What an `active()` loop over a sparse tree needs in one launch.
 #[derive(Clone, Copy)]
@@ -75,9 +79,9 @@ pub(crate) struct Runtime {
     pub shaders: ShaderCache,
     traced: HashMap<String, Arc<Kernel>>,
     kernels: HashMap<KernelKey, KernelPipelines>,
-    maintenance: HashMap<(Structure, Vec<usize>), PassPipelines>,
+    maintenance: HashMap<(Structure, Vec<usize>), PassPipelines<3>>,
     /// Compaction pipelines of `active()` loops, per tree plan.
-    active_pipelines: HashMap<Structure, PassPipelines>,
+    active_pipelines: HashMap<Structure, PassPipelines<2>>,
     /// Active-block buffers, one per tree plan (the loops of a launch run one after another,
     /// so trees of the same plan share it).
     active_buffers: HashMap<Structure, GpuBuffer>,
@@ -87,6 +91,9 @@ pub(crate) struct Runtime {
     /// Descriptor sets of the maintenance passes, reset at every launch.
     maint_pool: vk::DescriptorPool,
     maint_pool_size: (u32, u32),
+    /// The indirect dispatches of the deactivation passes of a launch, one per tree with a
+    /// queue, `DISPATCH_STRIDE` bytes apart (written on the device from each queue's length).
+    maint_dispatch: Option<GpuBuffer>,
     /// Host-visible copies of each tree's STATUS word after a launch.
     tree_status: Option<GpuBuffer>,
     pub profile: Vec<LoopTiming>,
@@ -150,6 +157,7 @@ impl Runtime {
             active_pool_sets: 0,
             maint_pool: vk::DescriptorPool::null(),
             maint_pool_size: (0, 0),
+            maint_dispatch: None,
             tree_status: None,
             profile: Vec::new(),
             compiled: Vec::new(),
@@ -963,7 +971,7 @@ impl Runtime {
         Ok(out)
     }
 
-    fn build_active(&mut self, plan: &Structure) -> Result<PassPipelines> {
+    fn build_active(&mut self, plan: &Structure) -> Result<PassPipelines<2>> {
         let sources =
             sparse::compaction_shaders(plan, LOCAL_SIZE, self.ctx.caps.max_workgroup_count[0]);
         let name = "mpm_vulkan::active_blocks";
@@ -996,13 +1004,38 @@ impl Runtime {
                 let mp = self.build_maintenance(&key.0, &key.1)?;
                 self.maintenance.insert(key.clone(), mp);
             }
-            descriptors += 1 + fields.len() as u32;
+            descriptors += 1 + fields.len() as u32 + plan.deactivation.is_some() as u32;
             wanted.push((t, key, fields));
         }
         if wanted.is_empty() {
             return Ok(steps);
         }
         let d = self.ctx.device.clone();
+        // Room for the indirect dispatch of each deactivation pass.
+        let queues = wanted
+            .iter()
+            .filter(|(_, key, _)| key.0.deactivation.is_some())
+            .count();
+        let slot_words = (DISPATCH_STRIDE / 4) as usize;
+        if self
+            .maint_dispatch
+            .as_ref()
+            .is_none_or(|b| b.words / slot_words < queues)
+        {
+            self.maint_dispatch = None;
+            self.maint_dispatch = Some(GpuBuffer::new(
+                &self.ctx,
+                slot_words * queues.next_power_of_two().max(8),
+                vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::INDIRECT_BUFFER,
+                MemoryLocation::GpuOnly,
+                "deactivation dispatches",
+            )?);
+        }
+        let dispatch_buffer = self
+            .maint_dispatch
+            .as_ref()
+            .map_or(vk::Buffer::null(), |b| b.buffer);
+        let mut slot = 0u64;
         // STATUS read-back room.
         if self
             .tree_status
@@ -1076,6 +1109,17 @@ impl Runtime {
                     range: vk::WHOLE_SIZE,
                 }]);
             }
+            // The queue's pass (pass 1) and its dispatch come together.
+            let dispatch = mp.pipelines[1].map(|_| {
+                let offset = slot * DISPATCH_STRIDE;
+                slot += 1;
+                infos.push([vk::DescriptorBufferInfo {
+                    buffer: dispatch_buffer,
+                    offset,
+                    range: 12,
+                }]);
+                (dispatch_buffer, offset)
+            });
             let writes: Vec<vk::WriteDescriptorSet> = infos
                 .iter()
                 .enumerate()
@@ -1089,11 +1133,11 @@ impl Runtime {
                 .collect();
             // SAFETY: the set was just allocated and is not in use.
             unsafe { d.update_descriptor_sets(&writes, &[]) };
+            // A full queue must fit the dispatch that pass 0 writes.
             let invocations = key.0.deactivation.as_ref().map_or(0, |q| q.capacity);
             let groups = invocations.div_ceil(LOCAL_SIZE).max(1);
             let gx = groups.min(caps.max_workgroup_count[0]).max(1);
-            let gy = groups.div_ceil(gx);
-            if gy > caps.max_workgroup_count[1] {
+            if groups.div_ceil(gx) > caps.max_workgroup_count[1] {
                 return Err(backend_err(format!(
                     "kernel `{qname}`: a deactivation queue of {invocations} cells exceeds the device's dispatch limits"
                 )));
@@ -1103,7 +1147,7 @@ impl Runtime {
                 set,
                 layout: mp.layout,
                 pipelines: mp.pipelines,
-                groups: (gx, gy),
+                dispatch,
                 _fields: fields,
             });
         }
@@ -1114,15 +1158,21 @@ impl Runtime {
         &mut self,
         plan: &Structure,
         per_element: &[usize],
-    ) -> Result<PassPipelines> {
-        let sources = sparse::maintenance_shaders(plan, per_element, LOCAL_SIZE);
+    ) -> Result<PassPipelines<3>> {
+        let sources = sparse::maintenance_shaders(
+            plan,
+            per_element,
+            LOCAL_SIZE,
+            self.ctx.caps.max_workgroup_count[0],
+        );
         let name = "mpm_vulkan::maintenance";
-        let mut spirv = [None, None];
+        let mut spirv = [None, None, None];
         for (pass, src) in sources.iter().enumerate() {
             let Some(src) = src else { continue };
             spirv[pass] = Some(self.helper_spirv(name, "maintenance", pass, src)?);
         }
-        self.build_passes(per_element.len() as u32 + 1, &spirv)
+        let dispatch = plan.deactivation.is_some() as u32;
+        self.build_passes(per_element.len() as u32 + 1 + dispatch, &spirv)
     }
 
     /// Compiles (or finds in the caches) one helper pass and lists it among the compiled
@@ -1141,7 +1191,11 @@ impl Runtime {
     }
 
     /// Creates the pipelines of helper passes over `bindings` storage buffers.
-    fn build_passes(&self, bindings: u32, spirv: &[Option<Vec<u32>>; 2]) -> Result<PassPipelines> {
+    fn build_passes<const N: usize>(
+        &self,
+        bindings: u32,
+        spirv: &[Option<Vec<u32>>; N],
+    ) -> Result<PassPipelines<N>> {
         let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..bindings)
             .map(|b| {
                 vk::DescriptorSetLayoutBinding::default()
@@ -1155,7 +1209,7 @@ impl Runtime {
         let mut pp = PassPipelines {
             set_layout: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
-            pipelines: [None, None],
+            pipelines: [None; N],
         };
         let r = (|| -> Result<()> {
             // SAFETY: valid create infos; the handles are stored in `pp` and destroyed by
@@ -1216,9 +1270,9 @@ struct MaintStep {
     tree: usize,
     set: vk::DescriptorSet,
     layout: vk::PipelineLayout,
-    pipelines: [Option<vk::Pipeline>; 2],
-    /// Workgroups of the deactivation pass.
-    groups: (u32, u32),
+    pipelines: [Option<vk::Pipeline>; 3],
+    /// Where pass 0 writes the indirect dispatch of pass 1 (with pass 1).
+    dispatch: Option<(vk::Buffer, u64)>,
     /// Keeps the tree's field buffers alive until the launch has completed.
     _fields: Vec<(Arc<dyn Buffer>, usize)>,
 }
@@ -1254,7 +1308,7 @@ unsafe fn record_maintenance(
                 &[],
             );
         };
-        for pass in 0..2 {
+        for pass in 0..3 {
             let mut any = false;
             for s in steps {
                 let Some(p) = s.pipelines[pass] else { continue };
@@ -1268,13 +1322,21 @@ unsafe fn record_maintenance(
                     &[s.set],
                     &[],
                 );
-                if pass == 0 {
-                    d.cmd_dispatch(cmd, s.groups.0, s.groups.1, 1);
-                } else {
-                    d.cmd_dispatch(cmd, 1, 1, 1);
+                match (pass, s.dispatch) {
+                    (1, Some((buffer, offset))) => d.cmd_dispatch_indirect(cmd, buffer, offset),
+                    _ => d.cmd_dispatch(cmd, 1, 1, 1),
                 }
             }
-            if any {
+            if !any {
+                continue;
+            }
+            if pass == 0 {
+                // Pass 1 reads its dispatch (and the queue, already visible).
+                compute_barrier(
+                    vk::PipelineStageFlags::DRAW_INDIRECT,
+                    vk::AccessFlags::INDIRECT_COMMAND_READ,
+                );
+            } else {
                 compute_barrier(
                     vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
                     vk::AccessFlags::SHADER_READ
@@ -1345,7 +1407,7 @@ unsafe fn record_compaction(d: &ash::Device, cmd: vk::CommandBuffer, a: &ActiveS
     }
 }
 
-fn destroy_passes(d: &ash::Device, pp: &PassPipelines) {
+fn destroy_passes<const N: usize>(d: &ash::Device, pp: &PassPipelines<N>) {
     // SAFETY: as for `destroy_pipelines`.
     unsafe {
         for p in pp.pipelines.iter().flatten() {
@@ -1391,6 +1453,7 @@ impl Drop for Runtime {
             self.active_buffers.clear();
             d.destroy_descriptor_pool(self.active_pool, None);
             d.destroy_descriptor_pool(self.maint_pool, None);
+            self.maint_dispatch = None;
             self.tree_status = None;
             if self.pipeline_cache != vk::PipelineCache::null() {
                 if let (Some(path), Ok(data)) = (

@@ -308,21 +308,23 @@ pub fn needs_maintenance(plan: &Structure) -> bool {
     plan.deactivation.is_some() || plan.levels.iter().any(|p| p.pool.is_some())
 }
 
-/// The two maintenance shaders of a tree whose fields have `per_element` words each:
-/// pass 0 applies the deactivation queue (one invocation per queued cell; binding 0 is the
-/// structure, binding 1 + j field j), pass 1 (one invocation) resets the queue and rebuilds
-/// each pool's free list. `None` for a pass with nothing to do.
+/// The three maintenance shaders of a tree whose fields have `per_element` words each
+/// (binding 0 is the structure, binding 1 + j field j, and with a deactivation queue binding
+/// 1 + fields the indirect dispatch of pass 1). Pass 0 (one invocation) writes that dispatch
+/// from the queue's length, so that pass 1 runs one invocation per queued cell rather than
+/// per cell the queue could hold; pass 1 applies the queue; pass 2 (one invocation) resets
+/// the queue and rebuilds each pool's free list. `None` for a pass with nothing to do.
 pub fn maintenance_shaders(
     plan: &Structure,
     per_element: &[usize],
     local_size: u32,
-) -> [Option<String>; 2] {
+    max_groups_x: u32,
+) -> [Option<String>; 3] {
+    let tree = tree_declaration(0, 0, plan)
+        .replace("Tree0", "Tree")
+        .replace("t0;", "t;");
     let mut head = format!("#version 450\nlayout(local_size_x = {local_size}) in;\n");
-    head.push_str(
-        &tree_declaration(0, 0, plan)
-            .replace("Tree0", "Tree")
-            .replace("t0;", "t;"),
-    );
+    head.push_str(&tree);
     for (j, n) in per_element.iter().enumerate() {
         writeln!(
             head,
@@ -335,6 +337,23 @@ pub fn maintenance_shaders(
     let id = format!(
         "    uint mpm_id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * {local_size}u + gl_LocalInvocationID.x;\n"
     );
+    let dispatch = plan.deactivation.as_ref().map(|d| {
+        let mut s = format!("#version 450\nlayout(local_size_x = 1) in;\n{tree}");
+        writeln!(
+            s,
+            "layout(set = 0, binding = {binding}, std430) writeonly buffer Dispatch {{ uint w[3]; }} g;\n\
+             void main() {{\n    \
+             uint n = min(t.w[{len}u], {cap}u);\n    \
+             uint groups = n / {local_size}u + (n % {local_size}u != 0u ? 1u : 0u);\n    \
+             uint gx = min(groups, {max_groups_x}u);\n    \
+             g.w[0] = gx;\n    g.w[1] = gx == 0u ? 1u : (groups + gx - 1u) / gx;\n    g.w[2] = 1u;\n}}",
+            binding = 1 + per_element.len(),
+            len = d.len,
+            cap = d.capacity,
+        )
+        .unwrap();
+        s
+    });
     let apply = plan.deactivation.as_ref().map(|d| {
         let k = d.level as usize;
         let p = &plan.levels[k];
@@ -432,7 +451,7 @@ pub fn maintenance_shaders(
         s.push_str("}\n");
         s
     });
-    [apply, recycle]
+    [dispatch, apply, recycle]
 }
 
 /// Whether a tree has a pointer or bitmasked level, so that `active()` loops over its fields
