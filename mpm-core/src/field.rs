@@ -56,8 +56,6 @@ pub struct Tree<const D: usize> {
 /// What a tree's storage generations have in common.
 struct Shared {
     backend: BackendRef,
-    /// Plans the storage at new pool sizes.
-    replan: Box<dyn Fn(&[u32]) -> Result<Structure> + Send + Sync>,
     storage: RwLock<Arc<Storage>>,
     fields: Mutex<Vec<Weak<Slot>>>,
 }
@@ -87,16 +85,11 @@ impl<const D: usize> Tree<D> {
     /// Allocates the structure of `layout` (everything inactive).
     pub fn new(backend: &BackendRef, layout: Layout<D>) -> Result<Arc<Self>> {
         let plan = layout.structure()?;
-        let replan = {
-            let layout = layout.clone();
-            Box::new(move |pools: &[u32]| layout.structure_with_pools(pools))
-        };
         let empty = plan.initial_words();
         let structure = backend.alloc(plan.words as usize)?;
         backend.write(&*structure, &empty)?;
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
             backend: backend.clone(),
-            replan,
             storage: RwLock::new(Arc::new(Storage {
                 plan,
                 empty,
@@ -228,7 +221,7 @@ impl Shared {
             .zip(pools)
             .map(|(&now, &want)| now.max(want))
             .collect();
-        let plan = (self.replan)(&wanted)?;
+        let plan = old.with_pools(&wanted)?;
         if plan.pool_capacities() == old.pool_capacities() {
             return Ok(());
         }

@@ -110,14 +110,6 @@ impl<const D: usize> Layout<D> {
             self.reserve.map_or((slots / 8).max(64), |r| r as u64)
         })
     }
-
-    /// The storage plan with the pool below pointer level `k` holding `pools[k]` blocks
-    /// (`pools` has an entry per level; others are ignored).
-    pub fn structure_with_pools(&self, pools: &[u32]) -> Result<Structure> {
-        Structure::new(D as u32, &self.levels, |k, _| {
-            pools.get(k).copied().unwrap_or(1) as u64
-        })
-    }
 }
 
 /// Where the parts of one level live in the structure buffer (offsets in words).
@@ -388,6 +380,15 @@ impl Structure {
             }
         }
         w
+    }
+
+    /// The plan of the same levels with the pool below pointer level `k` holding `pools[k]`
+    /// blocks (entries for other levels are ignored).
+    pub fn with_pools(&self, pools: &[u32]) -> Result<Structure> {
+        let levels: Vec<Level> = self.levels.iter().map(|p| p.level).collect();
+        Structure::new(self.dims, &levels, |k, _| {
+            pools.get(k).copied().unwrap_or(1) as u64
+        })
     }
 
     /// Each pointer level's pool capacity (0 for other levels).

@@ -810,8 +810,6 @@ pub struct Snapshot<V, M> {
     pub emitter_times: Vec<f64>,
 }
 
-/// The pool fraction in use above which a sparse grid doubles its reserve.
-
 /// Cells between the border and where particles may be (a cubic stencil reaches two).
 pub const MARGIN: f32 = 2.0;
 
