@@ -148,16 +148,6 @@ impl LevelPlan {
         block * self.level.cells() + local
     }
 
-    /// The block of this level that holds element coordinates `c`, as coordinates in units
-    /// of the elements one block spans.
-    #[inline(always)]
-    pub fn block_key(&self, c: [u32; 3]) -> [u32; 3] {
-        match self.pow2 {
-            Some((shift, bits)) => std::array::from_fn(|a| c[a] >> (shift[a] + bits[a])),
-            None => std::array::from_fn(|a| c[a] / (self.stride[a] * self.level.shape[a])),
-        }
-    }
-
     /// The inverse of [`cell`](Self::cell): the block, and the element coordinates of the
     /// cell's corner relative to the block.
     #[inline(always)]

@@ -6,13 +6,8 @@
 //! takes a block from the pool, then installs it with one compare-and-swap; a loser of that
 //! race uses the winner's block and gives its own back (it is still zero). Given-back and
 //! freed blocks return to the free list after the launch, in [`Sparse::maintain`].
-//!
-//! Within a launch a path, once active, stays active (deactivation waits for the end of the
-//! launch), so each thread remembers the last leaf block it found: the neighbouring accesses
-//! of a particle's stencil then skip the walk.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::layout::{LevelKind, Structure, EMPTY, STATUS};
 
@@ -21,35 +16,68 @@ use crate::layout::{LevelKind, Structure, EMPTY, STATUS};
 pub struct Sparse<'a> {
     pub plan: &'a Structure,
     pub words: &'a [AtomicU32],
-    /// Names this tree in this launch for the leaf hint; 0 turns the hint off.
-    launch: u64,
+    /// The walk of a power-of-two layout, when it is one.
+    quick: Option<Quick>,
 }
 
-/// The leaf block a thread found last: valid while `launch` and `tree` match.
+/// What the walk of a layout whose shapes are all powers of two reads, copied out of the
+/// plan. Kept in the `Sparse` value itself (which kernels hold by value), it costs a few loads
+/// per access rather than a chase through the plan, which every atomic `+=` in a kernel would
+/// make the compiler repeat.
 #[derive(Clone, Copy)]
-struct LeafHint {
-    launch: u64,
-    tree: usize,
-    /// The leaf block's coordinates (element coordinates divided by the leaf shape).
-    key: [u32; 3],
-    block: u32,
+struct Quick {
+    /// Per axis, log2 of the leaf's shape.
+    leaf_bits: [u32; 3],
+    /// The leaf's activity bits, when it is bitmasked.
+    leaf_table: Option<u32>,
+    /// The levels above the leaf, from the root.
+    above: [Step; MAX_ABOVE],
+    depth: usize,
 }
 
-const NO_HINT: LeafHint = LeafHint {
-    launch: 0,
-    tree: 0,
-    key: [0; 3],
-    block: 0,
-};
+/// Levels above the leaf that the quick walk takes (deeper trees take the general one).
+const MAX_ABOVE: usize = 3;
 
-thread_local! {
-    /// Indexed by the parity of the key on each axis, so that the (up to eight) leaf blocks
-    /// under one particle's stencil never evict each other.
-    static HINTS: [Cell<LeafHint>; 8] = const { [const { Cell::new(NO_HINT) }; 8] };
+/// One level of the quick walk.
+#[derive(Clone, Copy)]
+struct Step {
+    kind: LevelKind,
+    table: u32,
+    /// Per axis: log2 of the elements one cell spans, and of the level's shape.
+    shift: [u32; 3],
+    bits: [u32; 3],
 }
 
-/// Launch numbers for leaf hints; 0 is never handed out.
-static LAUNCHES: AtomicU64 = AtomicU64::new(1);
+impl Quick {
+    fn new(plan: &Structure) -> Option<Self> {
+        let (leaf, above) = plan.levels.split_last()?;
+        let (_, leaf_bits) = leaf.pow2?;
+        if above.len() > MAX_ABOVE {
+            return None;
+        }
+        let mut steps = [Step {
+            kind: LevelKind::Dense,
+            table: 0,
+            shift: [0; 3],
+            bits: [0; 3],
+        }; MAX_ABOVE];
+        for (step, p) in steps.iter_mut().zip(above) {
+            let (shift, bits) = p.pow2?;
+            *step = Step {
+                kind: p.level.kind,
+                table: p.table,
+                shift,
+                bits,
+            };
+        }
+        Some(Quick {
+            leaf_bits,
+            leaf_table: (leaf.level.kind == LevelKind::Bitmasked).then_some(leaf.table),
+            above: steps,
+            depth: above.len(),
+        })
+    }
+}
 
 /// The words of one field placed on a tree, for clearing deactivated units.
 pub struct FieldWords<'a> {
@@ -58,22 +86,11 @@ pub struct FieldWords<'a> {
 }
 
 impl<'a> Sparse<'a> {
-    /// The tree outside a launch (no leaf hint).
     pub fn new(plan: &'a Structure, words: &'a [AtomicU32]) -> Self {
         Sparse {
             plan,
             words,
-            launch: 0,
-        }
-    }
-
-    /// The tree during one launch: threads may reuse the leaf blocks they found until it
-    /// ends. Make a new one for every launch, after the previous one's [`maintain`](Self::maintain).
-    pub fn for_launch(plan: &'a Structure, words: &'a [AtomicU32]) -> Self {
-        Sparse {
-            plan,
-            words,
-            launch: LAUNCHES.fetch_add(1, Relaxed),
+            quick: Quick::new(plan),
         }
     }
 
@@ -98,39 +115,60 @@ impl<'a> Sparse<'a> {
     /// Inlined so that the plan's words are read once per loop, not once per access.
     #[inline(always)]
     pub fn locate(&self, c: [u32; 3], activate: bool) -> Option<u64> {
-        let last = self.plan.levels.len() - 1;
-        let leaf = &self.plan.levels[last];
-        let block = if last == 0 {
-            0
-        } else if self.launch == 0 {
-            self.leaf_block(c, activate)?
-        } else {
-            let key = leaf.block_key(c);
-            let tree = self.words.as_ptr() as usize;
-            let slot = ((key[0] & 1) << 2 | (key[1] & 1) << 1 | (key[2] & 1)) as usize;
-            let hint = HINTS.with(|h| h[slot].get());
-            if hint.launch == self.launch && hint.tree == tree && hint.key == key {
-                hint.block
-            } else {
-                let block = self.leaf_block(c, activate)?;
-                let launch = self.launch;
-                HINTS.with(|h| {
-                    h[slot].set(LeafHint {
-                        launch,
-                        tree,
-                        key,
-                        block,
-                    })
-                });
-                block
-            }
+        let Some(q) = self.quick else {
+            let leaf = &self.plan.levels[self.plan.levels.len() - 1];
+            let cell = leaf.cell(self.leaf_block(c, activate)?, c);
+            return self.leaf_cell(leaf.level.kind, leaf.table, cell, activate);
         };
-        let cell = leaf.cell(block, c);
-        if leaf.level.kind == LevelKind::Bitmasked && !self.bit(leaf.table, cell) {
+        // A loop of known length unrolls.
+        let block = match q.depth {
+            0 => 0,
+            1 => self.quick_walk::<1>(&q, c, activate)?,
+            2 => self.quick_walk::<2>(&q, c, activate)?,
+            _ => self.quick_walk::<MAX_ABOVE>(&q, c, activate)?,
+        };
+        let lb = q.leaf_bits;
+        let m = |a: usize| c[a] & ((1 << lb[a]) - 1);
+        let local = (((m(0) << lb[1]) | m(1)) << lb[2]) | m(2);
+        let cell = (block << (lb[0] + lb[1] + lb[2])) | local;
+        match q.leaf_table {
+            None => Some(cell as u64),
+            Some(table) => self.leaf_cell(LevelKind::Bitmasked, table, cell, activate),
+        }
+    }
+
+    /// The leaf block holding `c`, through the first `N` levels of `q`.
+    #[inline(always)]
+    fn quick_walk<const N: usize>(&self, q: &Quick, c: [u32; 3], activate: bool) -> Option<u32> {
+        let mut block = 0;
+        for (k, s) in q.above[..N].iter().enumerate() {
+            let d = |a: usize| (c[a] >> s.shift[a]) & ((1 << s.bits[a]) - 1);
+            let local = (((d(0) << s.bits[1]) | d(1)) << s.bits[2]) | d(2);
+            let cell = (block << (s.bits[0] + s.bits[1] + s.bits[2])) | local;
+            block = match s.kind {
+                LevelKind::Dense => cell,
+                LevelKind::Bitmasked => {
+                    self.leaf_cell(s.kind, s.table, cell, activate)?;
+                    cell
+                }
+                LevelKind::Pointer => match self.w(s.table + cell).load(Relaxed) {
+                    EMPTY if activate => self.allocate(k, cell)?,
+                    EMPTY => return None,
+                    child => child,
+                },
+            };
+        }
+        Some(block)
+    }
+
+    /// `cell` of a last-visited level: checked (and with `activate`, set) in a bitmasked one.
+    #[inline(always)]
+    fn leaf_cell(&self, kind: LevelKind, table: u32, cell: u32, activate: bool) -> Option<u64> {
+        if kind == LevelKind::Bitmasked && !self.bit(table, cell) {
             if !activate {
                 return None;
             }
-            self.w(leaf.table + cell / 32)
+            self.w(table + cell / 32)
                 .fetch_or(1 << (cell % 32), Relaxed);
         }
         Some(cell as u64)
@@ -141,32 +179,37 @@ impl<'a> Sparse<'a> {
     #[inline(never)]
     fn leaf_block(&self, c: [u32; 3], activate: bool) -> Option<u32> {
         let last = self.plan.levels.len() - 1;
-        let mut block = 0u32;
-        for (k, p) in self.plan.levels[..last].iter().enumerate() {
-            let cell = self.cell(k, block, c);
-            block = match p.level.kind {
-                LevelKind::Dense => cell,
-                LevelKind::Bitmasked => {
-                    if !self.bit(p.table, cell) {
-                        if !activate {
-                            return None;
-                        }
-                        self.w(p.table + cell / 32)
-                            .fetch_or(1 << (cell % 32), Relaxed);
+        (0..last).try_fold(0, |block, k| self.step(k, block, c, activate))
+    }
+
+    /// One level down: the child of `block` at level `k` holding `c`.
+    #[inline(always)]
+    fn step(&self, k: usize, block: u32, c: [u32; 3], activate: bool) -> Option<u32> {
+        let p = &self.plan.levels[k];
+        let cell = p.cell(block, c);
+        match p.level.kind {
+            LevelKind::Dense => Some(cell),
+            LevelKind::Bitmasked => {
+                if !self.bit(p.table, cell) {
+                    if !activate {
+                        return None;
                     }
-                    cell
+                    self.w(p.table + cell / 32)
+                        .fetch_or(1 << (cell % 32), Relaxed);
                 }
-                LevelKind::Pointer => match self.w(p.table + cell).load(Relaxed) {
-                    EMPTY if activate => self.allocate(k, cell)?,
-                    EMPTY => return None,
-                    child => child,
-                },
-            };
+                Some(cell)
+            }
+            LevelKind::Pointer => match self.w(p.table + cell).load(Relaxed) {
+                EMPTY if activate => self.allocate(k, cell),
+                EMPTY => None,
+                child => Some(child),
+            },
         }
-        Some(block)
     }
 
     /// Installs a fresh child block in pointer slot `cell` of level `k`.
+    #[cold]
+    #[inline(never)]
     fn allocate(&self, k: usize, cell: u32) -> Option<u32> {
         let p = &self.plan.levels[k];
         let pool = p.pool.as_ref()?;

@@ -140,24 +140,12 @@ impl Backend for CpuBackend {
     }
 
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
-        // One `Sparse` per tree, shared by its fields, so that they share leaf hints.
-        let mut trees: Vec<Sparse<'_>> = Vec::new();
         let fields = args
             .fields
             .iter()
             .map(|f| {
                 let tree = match f.tree.as_deref() {
-                    Some(t) => {
-                        let words = &host_buffer(t.structure())?.words;
-                        let same = |s: &&Sparse<'_>| std::ptr::eq(s.words, &**words);
-                        Some(match trees.iter().find(same) {
-                            Some(s) => *s,
-                            None => {
-                                trees.push(Sparse::for_launch(t.plan(), words));
-                                trees[trees.len() - 1]
-                            }
-                        })
-                    }
+                    Some(t) => Some(Sparse::new(t.plan(), &host_buffer(t.structure())?.words)),
                     None => None,
                 };
                 Ok(HostField {
