@@ -139,7 +139,7 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
     }
 
     /// The first word of the element at `index`; with `activate`, a sparse path is activated.
-    #[inline]
+    #[inline(always)]
     fn locate_with(&self, index: impl FieldIndex<D>, activate: bool) -> Option<usize> {
         let c = self.coords(index)?;
         let element = match &self.tree {
