@@ -120,7 +120,7 @@ pub struct GridSpec {
     #[serde(default = "default_block")]
     pub block: u32,
     /// Blocks in the sparse pool at the start (default 64); the solver grows the pool to
-    /// twice what the bodies touch, and doubles it whenever it is more than 60% full.
+    /// twice what the bodies touch, and the tree doubles it whenever it is more than half full.
     pub reserve: Option<u32>,
 }
 
