@@ -10,6 +10,10 @@ use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
 use mpm_core::host::{HostArgs, HostField};
 use mpm_core::sparse::{FieldWords, Sparse};
 use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
+use rayon::prelude::*;
+
+/// Words one thread writes at a time when filling buffers.
+const CHUNK: usize = 1 << 14;
 
 /// Host memory of one field.
 struct HostBuffer {
@@ -65,6 +69,14 @@ impl CpuBackend {
         })
     }
 
+    /// Runs `f` on this backend's threads.
+    fn run(&self, f: impl FnOnce() + Send) {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+
     fn threads(&self) -> usize {
         match &self.pool {
             Some(p) => p.current_num_threads(),
@@ -110,9 +122,16 @@ impl Backend for CpuBackend {
 
     fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()> {
         let b = host_buffer(buffer)?;
-        for (dst, src) in b.words.iter().zip(words) {
-            dst.store(*src, Ordering::Relaxed);
-        }
+        self.run(|| {
+            b.words
+                .par_chunks(CHUNK)
+                .zip(words.par_chunks(CHUNK))
+                .for_each(|(dst, src)| {
+                    dst.iter()
+                        .zip(src)
+                        .for_each(|(d, s)| d.store(*s, Ordering::Relaxed))
+                })
+        });
         Ok(())
     }
 
@@ -132,10 +151,12 @@ impl Backend for CpuBackend {
     }
 
     fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()> {
-        host_buffer(buffer)?
-            .words
-            .iter()
-            .for_each(|w| w.store(0, Ordering::Relaxed));
+        let b = host_buffer(buffer)?;
+        self.run(|| {
+            b.words
+                .par_chunks(CHUNK)
+                .for_each(|c| c.iter().for_each(|w| w.store(0, Ordering::Relaxed)))
+        });
         Ok(())
     }
 
@@ -163,10 +184,7 @@ impl Backend for CpuBackend {
             reproducible: self.reproducible,
         };
         let start = Instant::now();
-        match &self.pool {
-            Some(pool) => pool.install(|| (kernel.cpu)(&host)),
-            None => (kernel.cpu)(&host),
-        }
+        self.run(|| (kernel.cpu)(&host));
         let elapsed = start.elapsed();
         if let Ok(mut p) = self.profile.lock() {
             let e = p.entry(kernel.qualified_name()).or_default();
