@@ -148,7 +148,7 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
                 .iter()
                 .zip(c)
                 .fold(0usize, |lin, (s, x)| lin * *s as usize + x as usize),
-            Some(tree) => tree.locate(c, activate)? as usize,
+            Some(tree) => tree.locate::<D>(c, activate)? as usize,
         };
         Some(element * T::WORDS)
     }

@@ -79,6 +79,13 @@ impl Quick {
     }
 }
 
+/// Cell `local(0..D)` of `block` in a level of `bits` (log2 of the shape per axis): the
+/// block's cells are numbered with the last axis fastest.
+#[inline(always)]
+fn linear<const D: usize>(block: u32, bits: [u32; 3], local: impl Fn(usize) -> u32) -> u32 {
+    (0..D).fold(block, |acc, a| (acc << bits[a]) | local(a))
+}
+
 /// The words of one field placed on a tree, for clearing deactivated units.
 pub struct FieldWords<'a> {
     pub words: &'a [AtomicU32],
@@ -112,9 +119,9 @@ impl<'a> Sparse<'a> {
 
     /// The element index of in-range coordinates `c`, activating the path when `activate`;
     /// `None` when the element is inactive (or its pool is full, which sets the status).
-    /// Inlined so that the plan's words are read once per loop, not once per access.
+    /// `D` is the layout's dimension count: axes past it are not computed.
     #[inline(always)]
-    pub fn locate(&self, c: [u32; 3], activate: bool) -> Option<u64> {
+    pub fn locate<const D: usize>(&self, c: [u32; 3], activate: bool) -> Option<u64> {
         let Some(q) = self.quick else {
             let leaf = &self.plan.levels[self.plan.levels.len() - 1];
             let cell = leaf.cell(self.leaf_block(c, activate)?, c);
@@ -123,14 +130,11 @@ impl<'a> Sparse<'a> {
         // A loop of known length unrolls.
         let block = match q.depth {
             0 => 0,
-            1 => self.quick_walk::<1>(&q, c, activate)?,
-            2 => self.quick_walk::<2>(&q, c, activate)?,
-            _ => self.quick_walk::<MAX_ABOVE>(&q, c, activate)?,
+            1 => self.quick_walk::<D, 1>(&q, c, activate)?,
+            2 => self.quick_walk::<D, 2>(&q, c, activate)?,
+            _ => self.quick_walk::<D, MAX_ABOVE>(&q, c, activate)?,
         };
-        let lb = q.leaf_bits;
-        let m = |a: usize| c[a] & ((1 << lb[a]) - 1);
-        let local = (((m(0) << lb[1]) | m(1)) << lb[2]) | m(2);
-        let cell = (block << (lb[0] + lb[1] + lb[2])) | local;
+        let cell = linear::<D>(block, q.leaf_bits, |a| c[a] & ((1 << q.leaf_bits[a]) - 1));
         match q.leaf_table {
             None => Some(cell as u64),
             Some(table) => self.leaf_cell(LevelKind::Bitmasked, table, cell, activate),
@@ -139,12 +143,17 @@ impl<'a> Sparse<'a> {
 
     /// The leaf block holding `c`, through the first `N` levels of `q`.
     #[inline(always)]
-    fn quick_walk<const N: usize>(&self, q: &Quick, c: [u32; 3], activate: bool) -> Option<u32> {
+    fn quick_walk<const D: usize, const N: usize>(
+        &self,
+        q: &Quick,
+        c: [u32; 3],
+        activate: bool,
+    ) -> Option<u32> {
         let mut block = 0;
         for (k, s) in q.above[..N].iter().enumerate() {
-            let d = |a: usize| (c[a] >> s.shift[a]) & ((1 << s.bits[a]) - 1);
-            let local = (((d(0) << s.bits[1]) | d(1)) << s.bits[2]) | d(2);
-            let cell = (block << (s.bits[0] + s.bits[1] + s.bits[2])) | local;
+            let cell = linear::<D>(block, s.bits, |a| {
+                (c[a] >> s.shift[a]) & ((1 << s.bits[a]) - 1)
+            });
             block = match s.kind {
                 LevelKind::Dense => cell,
                 LevelKind::Bitmasked => {

@@ -68,7 +68,7 @@ fn check(be: &mpm_vulkan::VulkanBackend, layout: Layout<2>, cells: &[[u32; 2]]) 
         .collect();
     let host = Sparse::new(&plan, &words);
     for c in cells {
-        host.locate([c[0], c[1], 0], true)
+        host.locate::<2>([c[0], c[1], 0], true)
             .expect("room in the pools");
     }
     let expected: HashSet<[u32; 2]> = (0..plan.elements)

@@ -102,7 +102,7 @@ fn prepare(be: &mpm_vulkan::VulkanBackend, case: &Case) -> Prepared {
     let words = atomics(&plan.initial_words());
     let host = Sparse::new(&plan, &words);
     for c in case.active {
-        host.locate([c[0], c[1], 0], true)
+        host.locate::<2>([c[0], c[1], 0], true)
             .expect("room in the pools");
     }
     let grid_words: Vec<u32> = (0..plan.elements)
