@@ -59,6 +59,9 @@ pub trait TreeArg: Send + Sync {
     /// Every field placed on the tree, with its words per element (for clearing
     /// deactivated cells in all of them).
     fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)>;
+    /// Called by the backend after each launch's maintenance with the blocks in use in each
+    /// level's pool (0 for levels without one; see [`crate::sparse::Sparse::pools_in_use`]).
+    fn report_pools(&self, _in_use: &[u32]) {}
     /// Runs on the host after every launch that used the tree, whatever its outcome: the
     /// place to grow block pools before they run out.
     fn after_launch(&self) -> Result<()> {
@@ -100,10 +103,6 @@ pub trait Backend: Send + Sync + 'static {
     fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>>;
     fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()>;
     fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>>;
-    /// `count` words from word `start` (which must lie inside the buffer).
-    fn read_range(&self, buffer: &dyn Buffer, start: usize, count: usize) -> Result<Vec<u32>> {
-        Ok(self.read(buffer)?[start..start + count].to_vec())
-    }
     /// Sets every word of the buffer to zero.
     fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()>;
     /// Runs all loops of the kernel in order, each to completion before the next; returns

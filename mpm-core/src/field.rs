@@ -67,6 +67,8 @@ struct Storage {
     empty: Vec<u32>,
     structure: Arc<dyn Buffer>,
     shared: Weak<Shared>,
+    /// Blocks in use per level's pool after the last launch, as its backend reported them.
+    reported: Mutex<Option<Vec<u32>>>,
 }
 
 /// A pool more than this full after a launch doubles.
@@ -95,6 +97,7 @@ impl<const D: usize> Tree<D> {
                 empty,
                 structure,
                 shared: weak.clone(),
+                reported: Mutex::new(None),
             })),
             fields: Mutex::new(Vec::new()),
         });
@@ -249,6 +252,7 @@ impl Shared {
             plan,
             structure,
             shared: current.shared.clone(),
+            reported: Mutex::new(None),
         });
         Ok(())
     }
@@ -265,25 +269,31 @@ impl Storage {
             .collect())
     }
 
-    /// The pools that are more than [`GROW_AT`] full (or ran out), at twice their size.
-    fn pools_to_grow(&self, backend: &BackendRef) -> Result<Option<Vec<u32>>> {
+    /// The pools the last launch left more than [`GROW_AT`] full, at twice their size (and
+    /// the others as they are); `None` when none is, or nothing was reported.
+    fn pools_to_grow(&self) -> Option<Vec<u32>> {
+        let in_use = self
+            .reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
         let mut grow = false;
-        let mut wanted = Vec::with_capacity(self.plan.levels.len());
-        for p in &self.plan.levels {
-            let Some(pool) = &p.pool else {
-                wanted.push(0);
-                continue;
-            };
-            let w = backend.read_range(&*self.structure, pool.counter as usize, 2)?;
-            let in_use = w[0].min(pool.capacity).saturating_sub(w[1]);
-            if in_use as f64 > GROW_AT * pool.capacity as f64 {
-                grow = true;
-                wanted.push(pool.capacity.saturating_mul(2));
-            } else {
-                wanted.push(pool.capacity);
-            }
-        }
-        Ok(grow.then_some(wanted))
+        let wanted = self
+            .plan
+            .pool_capacities()
+            .into_iter()
+            .zip(in_use)
+            .map(|(capacity, used)| {
+                let full = used as f64 > GROW_AT * capacity as f64;
+                grow |= full;
+                if full {
+                    capacity.saturating_mul(2)
+                } else {
+                    capacity
+                }
+            })
+            .collect();
+        grow.then_some(wanted)
     }
 }
 
@@ -305,13 +315,13 @@ impl TreeArg for Storage {
             None => Vec::new(),
         }
     }
+    fn report_pools(&self, in_use: &[u32]) {
+        *self.reported.lock().unwrap_or_else(|e| e.into_inner()) = Some(in_use.to_vec());
+    }
     fn after_launch(&self) -> Result<()> {
-        let Some(shared) = self.shared.upgrade() else {
-            return Ok(());
-        };
-        match self.pools_to_grow(&shared.backend)? {
-            Some(pools) => shared.grow(&pools),
-            None => Ok(()),
+        match (self.shared.upgrade(), self.pools_to_grow()) {
+            (Some(shared), Some(pools)) => shared.grow(&pools),
+            _ => Ok(()),
         }
     }
 }

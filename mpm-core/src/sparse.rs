@@ -86,6 +86,12 @@ fn linear<const D: usize>(block: u32, bits: [u32; 3], local: impl Fn(usize) -> u
     (0..D).fold(block, |acc, a| (acc << bits[a]) | local(a))
 }
 
+/// Blocks in use in a pool of `capacity` whose never-used range has handed out `counter` and
+/// whose free list holds `free_len` (the words after [`Sparse::maintain`]).
+pub fn pool_in_use(capacity: u32, counter: u32, free_len: u32) -> u32 {
+    counter.min(capacity).saturating_sub(free_len)
+}
+
 /// The words of one field placed on a tree, for clearing deactivated units.
 pub struct FieldWords<'a> {
     pub words: &'a [AtomicU32],
@@ -449,6 +455,23 @@ impl<'a> Sparse<'a> {
                 Err((level - 1, capacity))
             }
         }
+    }
+
+    /// Per level, the blocks in use in its pool (0 without one), from a pool's two counters.
+    pub fn pools_in_use(&self) -> Vec<u32> {
+        self.plan
+            .levels
+            .iter()
+            .map(|p| {
+                p.pool.as_ref().map_or(0, |pool| {
+                    pool_in_use(
+                        pool.capacity,
+                        self.w(pool.counter).load(Relaxed),
+                        self.w(pool.free_len).load(Relaxed),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// Blocks of each level in use: 1 at the root, the allocated ones below a pointer level,

@@ -143,13 +143,6 @@ impl Backend for CpuBackend {
             .collect())
     }
 
-    fn read_range(&self, buffer: &dyn Buffer, start: usize, count: usize) -> Result<Vec<u32>> {
-        Ok(host_buffer(buffer)?.words[start..start + count]
-            .iter()
-            .map(|w| w.load(Ordering::Relaxed))
-            .collect())
-    }
-
     fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()> {
         let b = host_buffer(buffer)?;
         self.run(|| {
@@ -213,13 +206,13 @@ impl Backend for CpuBackend {
                 })
                 .collect::<Result<Vec<_>>>()?;
             let sparse = Sparse::new(tree.plan(), &host_buffer(tree.structure())?.words);
-            sparse
-                .maintain(&words)
-                .map_err(|(level, capacity)| Error::PoolExhausted {
-                    kernel: kernel.qualified_name(),
-                    level,
-                    capacity,
-                })?;
+            let maintained = sparse.maintain(&words);
+            tree.report_pools(&sparse.pools_in_use());
+            maintained.map_err(|(level, capacity)| Error::PoolExhausted {
+                kernel: kernel.qualified_name(),
+                level,
+                capacity,
+            })?;
         }
         match host.out_of_bounds.load(Ordering::Relaxed) {
             0 => Ok(()),

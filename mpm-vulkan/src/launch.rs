@@ -10,6 +10,7 @@ use gpu_allocator::MemoryLocation;
 use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming, TreeArg};
 use mpm_core::ir::Kernel;
 use mpm_core::layout::Structure;
+use mpm_core::sparse::pool_in_use;
 use mpm_core::{Error, KernelDesc, Result};
 
 use crate::compile::{pipeline_cache_path, save_pipeline_cache, ShaderCache};
@@ -296,34 +297,12 @@ impl Runtime {
     }
 
     pub fn read(&mut self, buffer: &dyn Buffer) -> Result<Vec<u32>> {
-        let words = downcast(&self.ctx, buffer, "read")?.words;
-        self.read_range(buffer, 0, words)
-    }
-
-    /// Words `start..start + count` of `buffer`.
-    pub fn read_range(
-        &mut self,
-        buffer: &dyn Buffer,
-        start: usize,
-        count: usize,
-    ) -> Result<Vec<u32>> {
         let src = downcast(&self.ctx, buffer, "read")?;
-        if start + count > src.words {
-            return Err(Error::Backend {
-                backend: "vulkan",
-                message: format!(
-                    "reading words {start}..{} of a buffer of {}",
-                    start + count,
-                    src.words
-                ),
-            });
-        }
-        if count == 0 {
+        if src.words == 0 {
             return Ok(Vec::new());
         }
-        let staging = GpuBuffer::staging(&self.ctx, count, false)?;
-        let (s, dst, size) = (src.buffer, staging.buffer, count as u64 * 4);
-        let offset = start as u64 * 4;
+        let staging = GpuBuffer::staging(&self.ctx, src.words, false)?;
+        let (s, dst, size) = (src.buffer, staging.buffer, src.words as u64 * 4);
         // SAFETY: both buffers are live with the right usages and at least `size` bytes.
         self.one_shot(|d, cmd| unsafe {
             d.cmd_copy_buffer(
@@ -331,7 +310,7 @@ impl Runtime {
                 s,
                 dst,
                 &[vk::BufferCopy {
-                    src_offset: offset,
+                    src_offset: 0,
                     dst_offset: 0,
                     size,
                 }],
@@ -685,7 +664,8 @@ impl Runtime {
             dispatches.push((groups, gx, gy, push, active));
         }
         let maint = self.prepare_maintenance(&qname, &trees)?;
-        let status_buf = self.tree_status.as_ref().map(|b| b.buffer);
+        let stride = status_stride(&trees);
+        let status_buf = self.tree_status.as_ref().map(|b| (b.buffer, stride));
         let queries = self.queries;
         let ts = caps.timestamps;
         let record = |d: &ash::Device, cmd: vk::CommandBuffer| {
@@ -791,18 +771,34 @@ impl Runtime {
             b[..4].fill(0);
             v
         })?;
-        // A pool that ran out: report it (like the CPU backend, before out-of-bounds indices)
-        // and reset the tree's STATUS word.
+        // Each maintained tree's pool use goes to the tree (which may grow); a pool that ran
+        // out is reported (like the CPU backend, before out-of-bounds indices) and the tree's
+        // STATUS word reset.
         if let (Some(sb), true) = (&self.tree_status, !trees.is_empty()) {
             let words: Vec<u32> = sb.with_mapped(|b| {
-                b[..4 * trees.len()]
+                b[..4 * stride * trees.len()]
                     .chunks_exact(4)
                     .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
                     .collect()
             })?;
             let mut exhausted = None;
-            for (t, level) in words.into_iter().enumerate() {
-                if level == 0 || !sparse::needs_maintenance(trees[t].plan()) {
+            for (t, record) in words.chunks_exact(stride).enumerate() {
+                let plan = trees[t].plan();
+                if !sparse::needs_maintenance(plan) {
+                    continue;
+                }
+                let mut counters = record[1..].chunks_exact(2);
+                let in_use: Vec<u32> = plan
+                    .levels
+                    .iter()
+                    .map(|p| match (&p.pool, p.pool.as_ref().and(counters.next())) {
+                        (Some(pool), Some(c)) => pool_in_use(pool.capacity, c[0], c[1]),
+                        _ => 0,
+                    })
+                    .collect();
+                trees[t].report_pools(&in_use);
+                let level = record[0];
+                if level == 0 {
                     continue;
                 }
                 let b = tree_bufs[t];
@@ -1036,16 +1032,13 @@ impl Runtime {
             .as_ref()
             .map_or(vk::Buffer::null(), |b| b.buffer);
         let mut slot = 0u64;
-        // STATUS read-back room.
-        if self
-            .tree_status
-            .as_ref()
-            .is_none_or(|b| b.words < trees.len())
-        {
+        // Read-back room for STATUS words and pool counters.
+        let words = trees.len() * status_stride(trees);
+        if self.tree_status.as_ref().is_none_or(|b| b.words < words) {
             self.tree_status = None;
             self.tree_status = Some(GpuBuffer::new(
                 &self.ctx,
-                trees.len().next_power_of_two().max(8),
+                words.next_power_of_two().max(8),
                 vk::BufferUsageFlags::TRANSFER_DST,
                 MemoryLocation::GpuToCpu,
                 "tree status",
@@ -1144,6 +1137,12 @@ impl Runtime {
             }
             steps.push(MaintStep {
                 tree: t,
+                counters: trees[t]
+                    .plan()
+                    .levels
+                    .iter()
+                    .filter_map(|p| p.pool.as_ref().map(|pool| pool.counter))
+                    .collect(),
                 set,
                 layout: mp.layout,
                 pipelines: mp.pipelines,
@@ -1265,9 +1264,18 @@ impl Runtime {
     }
 }
 
+/// Words each tree of a launch gets in the tree-status read-back: its STATUS word, then each
+/// pool's `counter` and `free_len` (adjacent in the structure) in level order.
+fn status_stride(trees: &[&dyn TreeArg]) -> usize {
+    let pools = |t: &&dyn TreeArg| t.plan().levels.iter().filter(|p| p.pool.is_some()).count();
+    1 + 2 * trees.iter().map(pools).max().unwrap_or(0)
+}
+
 /// One tree's maintenance in a launch.
 struct MaintStep {
     tree: usize,
+    /// The word offsets of each pool's counters (`PoolPlan::counter`), in level order.
+    counters: Vec<u32>,
     set: vk::DescriptorSet,
     layout: vk::PipelineLayout,
     pipelines: [Option<vk::Pipeline>; 3],
@@ -1278,16 +1286,17 @@ struct MaintStep {
 }
 
 /// Records the maintenance passes of every tree after a kernel's loops (whose writes a barrier
-/// already made visible), then copies each maintained tree's STATUS word to `status`.
+/// already made visible), then copies each maintained tree's STATUS word and pool counters to
+/// `status` (`stride` words per tree, see [`status_stride`]).
 ///
 /// # Safety
-/// All handles are live; `status` has a word per tree of the launch.
+/// All handles are live; `status` has `stride` words per tree of the launch.
 unsafe fn record_maintenance(
     d: &ash::Device,
     cmd: vk::CommandBuffer,
     steps: &[MaintStep],
     trees: &[vk::Buffer],
-    status: Option<vk::Buffer>,
+    status: Option<(vk::Buffer, usize)>,
 ) {
     // SAFETY: guaranteed by the caller.
     unsafe {
@@ -1345,18 +1354,22 @@ unsafe fn record_maintenance(
                 );
             }
         }
-        if let Some(status) = status {
+        if let Some((status, stride)) = status {
             for s in steps {
-                d.cmd_copy_buffer(
-                    cmd,
-                    trees[s.tree],
-                    status,
-                    &[vk::BufferCopy {
-                        src_offset: 0,
-                        dst_offset: 4 * s.tree as u64,
-                        size: 4,
-                    }],
-                );
+                let first = (stride * s.tree) as u64;
+                let status_word = vk::BufferCopy {
+                    src_offset: 0,
+                    dst_offset: 4 * first,
+                    size: 4,
+                };
+                let counters = s.counters.iter().enumerate().map(|(j, &w)| vk::BufferCopy {
+                    src_offset: 4 * w as u64,
+                    dst_offset: 4 * (first + 1 + 2 * j as u64),
+                    size: 8,
+                });
+                let regions: Vec<vk::BufferCopy> =
+                    std::iter::once(status_word).chain(counters).collect();
+                d.cmd_copy_buffer(cmd, trees[s.tree], status, &regions);
             }
         }
     }

@@ -193,10 +193,6 @@ impl Backend for VulkanBackend {
         self.lock()?.read(buffer)
     }
 
-    fn read_range(&self, buffer: &dyn Buffer, start: usize, count: usize) -> Result<Vec<u32>> {
-        self.lock()?.read_range(buffer, start, count)
-    }
-
     fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()> {
         self.lock()?.fill_zero(buffer)
     }
