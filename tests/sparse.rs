@@ -616,6 +616,11 @@ fn pools_grow_before_they_run_out_and_keep_every_field() {
                 .pointer([4, 4])
                 .pointer([4, 4])
                 .dense([4, 4]),
+            // The pool below a dense level: its counters are not the tree's first.
+            Layout::<2>::root()
+                .dense([2, 2])
+                .pointer([8, 8])
+                .dense([4, 4]),
         ] {
             check_growth(&be, layout.reserve(2));
         }
@@ -641,7 +646,7 @@ fn check_growth(be: &BackendRef, layout: Layout<2>) {
         model.insert((cell.x, cell.y), step as f32 + 1.0);
     }
     let grown = tree.pool_capacities();
-    assert!(grown[0] >= 40 / 16, "{layout:?}: {grown:?}");
+    assert!(grown.iter().any(|&c| c > 2), "{layout:?}: no pool grew: {grown:?}");
     assert!(
         grown.iter().all(|&c| c <= 128),
         "{layout:?}: pools grew too far: {grown:?}"

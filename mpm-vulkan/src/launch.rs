@@ -791,9 +791,11 @@ impl Runtime {
                 let in_use: Vec<u32> = plan
                     .levels
                     .iter()
-                    .map(|p| match (&p.pool, p.pool.as_ref().and(counters.next())) {
-                        (Some(pool), Some(c)) => pool_in_use(pool.capacity, c[0], c[1]),
-                        _ => 0,
+                    .map(|p| match &p.pool {
+                        Some(pool) => counters
+                            .next()
+                            .map_or(0, |c| pool_in_use(pool.capacity, c[0], c[1])),
+                        None => 0,
                     })
                     .collect();
                 trees[t].report_pools(&in_use);
