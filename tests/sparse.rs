@@ -646,7 +646,10 @@ fn check_growth(be: &BackendRef, layout: Layout<2>) {
         model.insert((cell.x, cell.y), step as f32 + 1.0);
     }
     let grown = tree.pool_capacities();
-    assert!(grown.iter().any(|&c| c > 2), "{layout:?}: no pool grew: {grown:?}");
+    assert!(
+        grown.iter().any(|&c| c > 2),
+        "{layout:?}: no pool grew: {grown:?}"
+    );
     assert!(
         grown.iter().all(|&c| c <= 128),
         "{layout:?}: pools grew too far: {grown:?}"

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 
 use common::*;
-use mpm_core::backend::{Buffer, FieldArg, LaunchArgs, LoopRange, TreeArg};
+use mpm_core::backend::{FieldArg, LaunchArgs, LoopRange, TreeArg};
 use mpm_core::ir::*;
-use mpm_core::layout::{Layout, Structure};
+use mpm_core::layout::Layout;
 use mpm_core::sparse::Sparse;
 use mpm_core::types::{Scalar, Ty};
 use mpm_core::{Backend, Result};
@@ -36,24 +36,6 @@ fn trace_visit() -> Result<Kernel> {
         });
     }
     k.finish()
-}
-
-struct TestTree {
-    plan: Structure,
-    structure: Arc<dyn Buffer>,
-    grid: Arc<dyn Buffer>,
-}
-
-impl TreeArg for TestTree {
-    fn plan(&self) -> &Structure {
-        &self.plan
-    }
-    fn structure(&self) -> &dyn Buffer {
-        &*self.structure
-    }
-    fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)> {
-        vec![(self.grid.clone(), 1)]
-    }
 }
 
 /// Activates `cells` on the host, runs the kernel twice and checks the visits against the

@@ -44,24 +44,6 @@ fn trace_drop_two() -> Result<Kernel> {
     drop_kernel("drop_two", 2)
 }
 
-struct TestTree {
-    plan: Structure,
-    structure: Arc<dyn Buffer>,
-    grid: Arc<dyn Buffer>,
-}
-
-impl TreeArg for TestTree {
-    fn plan(&self) -> &Structure {
-        &self.plan
-    }
-    fn structure(&self) -> &dyn Buffer {
-        &*self.structure
-    }
-    fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)> {
-        vec![(self.grid.clone(), 1)]
-    }
-}
-
 /// The active elements of a tree and their grid words, by coordinates.
 fn contents(plan: &Structure, words: &[AtomicU32], grid: &[u32]) -> HashMap<[u32; 2], u32> {
     let tree = Sparse::new(plan, words);

@@ -3,14 +3,34 @@
 
 use std::sync::Arc;
 
-use mpm_core::backend::{Buffer, FieldArg, LaunchArgs, LoopRange};
+use mpm_core::backend::{Buffer, FieldArg, LaunchArgs, LoopRange, TreeArg};
 use mpm_core::host::HostArgs;
 use mpm_core::ir::*;
+use mpm_core::layout::Structure;
 use mpm_core::types::{Scalar, Ty};
 use mpm_core::{Backend, Error, KernelDesc, Result};
 use mpm_vulkan::{VulkanBackend, VulkanOptions};
 
 pub fn noop(_: &HostArgs<'_>) {}
+
+/// A layout tree made by hand: a structure buffer and one single-word field on it.
+pub struct TestTree {
+    pub plan: Structure,
+    pub structure: Arc<dyn Buffer>,
+    pub grid: Arc<dyn Buffer>,
+}
+
+impl TreeArg for TestTree {
+    fn plan(&self) -> &Structure {
+        &self.plan
+    }
+    fn structure(&self) -> &dyn Buffer {
+        &*self.structure
+    }
+    fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)> {
+        vec![(self.grid.clone(), 1)]
+    }
+}
 
 /// A `KernelDesc` for a hand-built trace function.
 #[macro_export]
