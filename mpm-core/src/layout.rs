@@ -82,8 +82,9 @@ impl<const D: usize> Layout<D> {
         self.level(LevelKind::Bitmasked, shape)
     }
 
-    /// Reserves room for `blocks` child blocks below every pointer level (the default is
-    /// an eighth of the blocks the level could address, at least 64).
+    /// Reserves room for `blocks` child blocks below every pointer level to start with (the
+    /// default is an eighth of the blocks the level could address, at least 64); a tree's
+    /// pools grow beyond it as launches fill them (see [`crate::Tree`]).
     pub fn reserve(mut self, blocks: u32) -> Self {
         self.reserve = Some(blocks);
         self
