@@ -129,9 +129,9 @@ impl<'a> Sparse<'a> {
     #[inline(always)]
     pub fn locate<const D: usize>(&self, c: [u32; 3], activate: bool) -> Option<u64> {
         let Some(q) = self.quick else {
-            let leaf = &self.plan.levels[self.plan.levels.len() - 1];
-            let cell = leaf.cell(self.leaf_block(c, activate)?, c);
-            return self.leaf_cell(leaf.level.kind, leaf.table, cell, activate);
+            let last = self.plan.levels.len() - 1;
+            let block = self.leaf_block(c, activate)?;
+            return self.child(last, block, c, activate).map(u64::from);
         };
         // A loop of known length unrolls.
         let block = match q.depth {
@@ -142,8 +142,8 @@ impl<'a> Sparse<'a> {
         };
         let cell = linear::<D>(block, q.leaf_bits, |a| c[a] & ((1 << q.leaf_bits[a]) - 1));
         match q.leaf_table {
-            None => Some(cell as u64),
-            Some(table) => self.leaf_cell(LevelKind::Bitmasked, table, cell, activate),
+            Some(table) if !self.mark(table, cell, activate) => None,
+            _ => Some(cell as u64),
         }
     }
 
@@ -160,33 +160,44 @@ impl<'a> Sparse<'a> {
             let cell = linear::<D>(block, s.bits, |a| {
                 (c[a] >> s.shift[a]) & ((1 << s.bits[a]) - 1)
             });
-            block = match s.kind {
-                LevelKind::Dense => cell,
-                LevelKind::Bitmasked => {
-                    self.leaf_cell(s.kind, s.table, cell, activate)?;
-                    cell
-                }
-                LevelKind::Pointer => match self.w(s.table + cell).load(Relaxed) {
-                    EMPTY if activate => self.allocate(k, cell)?,
-                    EMPTY => return None,
-                    child => child,
-                },
-            };
+            block = self.descend(k, s.kind, s.table, cell, activate)?;
         }
         Some(block)
     }
 
-    /// `cell` of a last-visited level: checked (and with `activate`, set) in a bitmasked one.
+    /// Whether bit `cell` of the bits at `table` is set; with `activate`, sets it.
     #[inline(always)]
-    fn leaf_cell(&self, kind: LevelKind, table: u32, cell: u32, activate: bool) -> Option<u64> {
-        if kind == LevelKind::Bitmasked && !self.bit(table, cell) {
-            if !activate {
-                return None;
-            }
+    fn mark(&self, table: u32, cell: u32, activate: bool) -> bool {
+        if self.bit(table, cell) {
+            return true;
+        }
+        if activate {
             self.w(table + cell / 32)
                 .fetch_or(1 << (cell % 32), Relaxed);
         }
-        Some(cell as u64)
+        activate
+    }
+
+    /// What cell `cell` of level `k` (of `kind`, its table at `table`) leads to: the cell
+    /// itself in a dense or (active) bitmasked level, the child block in a pointer level.
+    #[inline(always)]
+    fn descend(
+        &self,
+        k: usize,
+        kind: LevelKind,
+        table: u32,
+        cell: u32,
+        activate: bool,
+    ) -> Option<u32> {
+        match kind {
+            LevelKind::Dense => Some(cell),
+            LevelKind::Bitmasked => self.mark(table, cell, activate).then_some(cell),
+            LevelKind::Pointer => match self.w(table + cell).load(Relaxed) {
+                EMPTY if activate => self.allocate(k, cell),
+                EMPTY => None,
+                child => Some(child),
+            },
+        }
     }
 
     /// Walks the levels above the leaf: the leaf block holding `c`, when its path is active
@@ -194,32 +205,14 @@ impl<'a> Sparse<'a> {
     #[inline(never)]
     fn leaf_block(&self, c: [u32; 3], activate: bool) -> Option<u32> {
         let last = self.plan.levels.len() - 1;
-        (0..last).try_fold(0, |block, k| self.step(k, block, c, activate))
+        (0..last).try_fold(0, |block, k| self.child(k, block, c, activate))
     }
 
-    /// One level down: the child of `block` at level `k` holding `c`.
+    /// One level down: what the cell of `block` at level `k` holding `c` leads to.
     #[inline(always)]
-    fn step(&self, k: usize, block: u32, c: [u32; 3], activate: bool) -> Option<u32> {
+    fn child(&self, k: usize, block: u32, c: [u32; 3], activate: bool) -> Option<u32> {
         let p = &self.plan.levels[k];
-        let cell = p.cell(block, c);
-        match p.level.kind {
-            LevelKind::Dense => Some(cell),
-            LevelKind::Bitmasked => {
-                if !self.bit(p.table, cell) {
-                    if !activate {
-                        return None;
-                    }
-                    self.w(p.table + cell / 32)
-                        .fetch_or(1 << (cell % 32), Relaxed);
-                }
-                Some(cell)
-            }
-            LevelKind::Pointer => match self.w(p.table + cell).load(Relaxed) {
-                EMPTY if activate => self.allocate(k, cell),
-                EMPTY => None,
-                child => Some(child),
-            },
-        }
+        self.descend(k, p.level.kind, p.table, p.cell(block, c), activate)
     }
 
     /// Installs a fresh child block in pointer slot `cell` of level `k`.
