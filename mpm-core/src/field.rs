@@ -112,11 +112,6 @@ impl<const D: usize> Tree<D> {
         self.layout.shape()
     }
 
-    /// The current storage plan (it changes when pools grow).
-    pub fn plan(&self) -> Structure {
-        self.shared.storage().plan.clone()
-    }
-
     /// Deactivates every cell and clears the data of every field on the tree.
     pub fn deactivate_all(&self) -> Result<()> {
         let storage = self.shared.storage();
@@ -142,17 +137,6 @@ impl<const D: usize> Tree<D> {
     /// The blocks each pointer level's pool holds (0 for the other levels).
     pub fn pool_capacities(&self) -> Vec<u32> {
         self.shared.storage().plan.pool_capacities()
-    }
-
-    /// The fraction of the leaf block pool in use (0 to 1; 0 for an all-dense tree).
-    pub fn occupancy(&self) -> Result<f64> {
-        let storage = self.shared.storage();
-        if storage.plan.deactivation.is_none() {
-            return Ok(0.0);
-        }
-        let words = storage.host_words(&self.shared.backend)?;
-        let sparse = Sparse::new(&storage.plan, &words);
-        Ok(sparse.elements_in_use() as f64 / storage.plan.elements.max(1) as f64)
     }
 
     /// The structure's memory and, for every field placed on the tree, the elements' memory.
