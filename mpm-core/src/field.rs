@@ -126,12 +126,7 @@ impl<const D: usize> Tree<D> {
     /// Grows every pool to at least `blocks` blocks (as far as its level has slots), keeping
     /// the contents of every field on the tree.
     pub fn reserve(&self, blocks: u32) -> Result<()> {
-        let now = self.shared.storage().plan.pool_capacities();
-        let wanted: Vec<u32> = now
-            .iter()
-            .map(|&c| if c == 0 { 0 } else { c.max(blocks) })
-            .collect();
-        self.shared.grow(&wanted)
+        self.shared.grow(&vec![blocks; self.layout.levels().len()])
     }
 
     /// The blocks each pointer level's pool holds (0 for the other levels).
@@ -197,8 +192,9 @@ impl Shared {
         fields
     }
 
-    /// Reallocates the structure and every field for pools of at least `pools` blocks,
-    /// copying their contents (blocks keep their indices). Runs between launches.
+    /// Reallocates the structure and every field for pools of at least `pools` blocks (per
+    /// level; pools never shrink), copying their contents (blocks keep their indices). Runs
+    /// between launches.
     fn grow(&self, pools: &[u32]) -> Result<()> {
         let mut current = self.storage.write().unwrap_or_else(|e| e.into_inner());
         let old = &current.plan;
