@@ -128,7 +128,7 @@ impl<'a> Sparse<'a> {
     /// `D` is the layout's dimension count: axes past it are not computed.
     #[inline(always)]
     pub fn locate<const D: usize>(&self, c: [u32; 3], activate: bool) -> Option<u64> {
-        let Some(q) = self.quick else {
+        let Some(q) = &self.quick else {
             let last = self.plan.levels.len() - 1;
             let block = self.leaf_block(c, activate)?;
             return self.child(last, block, c, activate).map(u64::from);
@@ -136,9 +136,9 @@ impl<'a> Sparse<'a> {
         // A loop of known length unrolls.
         let block = match q.depth {
             0 => 0,
-            1 => self.quick_walk::<D, 1>(&q, c, activate)?,
-            2 => self.quick_walk::<D, 2>(&q, c, activate)?,
-            _ => self.quick_walk::<D, MAX_ABOVE>(&q, c, activate)?,
+            1 => self.quick_walk::<D, 1>(q, c, activate)?,
+            2 => self.quick_walk::<D, 2>(q, c, activate)?,
+            _ => self.quick_walk::<D, MAX_ABOVE>(q, c, activate)?,
         };
         let cell = linear::<D>(block, q.leaf_bits, |a| c[a] & ((1 << q.leaf_bits[a]) - 1));
         match q.leaf_table {
