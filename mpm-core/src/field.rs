@@ -250,7 +250,7 @@ impl Storage {
     }
 
     /// The pools the last launch left more than [`GROW_AT`] full, at twice their size (and
-    /// the others as they are); `None` when none is, or nothing was reported.
+    /// the others as they are); `None` when none is (or can grow), or nothing was reported.
     fn pools_to_grow(&self) -> Option<Vec<u32>> {
         let in_use = self
             .reported
@@ -260,16 +260,19 @@ impl Storage {
         let mut grow = false;
         let wanted = self
             .plan
-            .pool_capacities()
-            .into_iter()
+            .levels
+            .iter()
             .zip(in_use)
-            .map(|(capacity, used)| {
-                let full = used as f64 > GROW_AT * capacity as f64;
-                grow |= full;
-                if full {
-                    capacity.saturating_mul(2)
+            .map(|(p, used)| {
+                let Some(pool) = &p.pool else { return 0 };
+                // A pool with a block for every slot cannot grow: no replanning after each launch.
+                let slots = p.capacity as u64 * p.level.cells() as u64;
+                let full = used as f64 > GROW_AT * pool.capacity as f64;
+                if full && (pool.capacity as u64) < slots {
+                    grow = true;
+                    pool.capacity.saturating_mul(2)
                 } else {
-                    capacity
+                    pool.capacity
                 }
             })
             .collect();
