@@ -5,6 +5,11 @@
 //! may write the same cell from several invocations); on x86 and ARM a relaxed load or store
 //! compiles to a plain move. `+=` on a field is a compare-and-swap loop on f32 words and a
 //! `fetch_add` on integer words.
+//!
+//! A loop body reaches its fields through [`Local`] views that each worker makes once per
+//! launch: they remember the sparse leaf blocks the worker found, so that most accesses skip
+//! the walk down the tree. In a particle loop the cells of one particle's stencil, and of the
+//! next particle's, mostly lie in blocks already seen.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
@@ -13,7 +18,7 @@ use glam::{IVec2, IVec3, UVec2, UVec3};
 use rayon::prelude::*;
 
 use crate::backend::LoopRange;
-use crate::sparse::Sparse;
+use crate::sparse::{BlockCache, Sparse};
 use crate::types::{Elem, Scalar};
 
 /// A field's storage as seen by a CPU launch.
@@ -124,7 +129,7 @@ atomic_add_elem!(
     glam::Mat3
 );
 
-impl<T: Elem, const D: usize> View<'_, T, D> {
+impl<'a, T: Elem, const D: usize> View<'a, T, D> {
     /// The in-range coordinates of `index`, raising the out-of-bounds flag otherwise.
     #[inline]
     fn coords(&self, index: impl FieldIndex<D>) -> Option<[u32; 3]> {
@@ -139,54 +144,93 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
     }
 
     /// The first word of the element at `index`; with `activate`, a sparse path is activated.
+    /// A sparse field's leaf block is looked up in `cache` before the tree is walked.
     #[inline(always)]
-    fn locate_with(&self, index: impl FieldIndex<D>, activate: bool) -> Option<usize> {
+    fn locate(
+        &self,
+        index: impl FieldIndex<D>,
+        activate: bool,
+        cache: &BlockCache,
+    ) -> Option<usize> {
         let c = self.coords(index)?;
         let element = match &self.tree {
-            None => self
-                .shape
-                .iter()
-                .zip(c)
-                .fold(0usize, |lin, (s, x)| lin * *s as usize + x as usize),
-            Some(tree) => tree.locate::<D>(c, activate)? as usize,
+            None => self.dense_element(c),
+            Some(tree) => tree.locate_cached::<D>(c, activate, cache)? as usize,
         };
         Some(element * T::WORDS)
     }
 
-    #[inline]
-    fn locate(&self, index: impl FieldIndex<D>) -> Option<usize> {
-        self.locate_with(index, true)
+    /// The element at in-range coordinates `c` of a dense field: the last axis varies fastest.
+    #[inline(always)]
+    fn dense_element(&self, c: [u32; 3]) -> usize {
+        self.shape
+            .iter()
+            .zip(c)
+            .fold(0usize, |lin, (s, x)| lin * *s as usize + x as usize)
     }
 
+    /// The view one worker of a parallel loop accesses the field through.
+    pub fn local(&self) -> Local<'_, 'a, T, D> {
+        Local {
+            view: self,
+            cache: BlockCache::default(),
+        }
+    }
+
+    /// The words of a dense field (`None` for a sparse one).
+    pub(crate) fn dense_words(&self) -> Option<&[AtomicU32]> {
+        self.tree.is_none().then_some(self.words)
+    }
+
+    /// The first word of a dense field's element, raising the out-of-bounds flag outside it.
+    #[inline]
+    pub(crate) fn dense_base(&self, index: impl FieldIndex<D>) -> Option<usize> {
+        Some(self.dense_element(self.coords(index)?) * T::WORDS)
+    }
+
+    pub fn shape(&self) -> [u32; D] {
+        self.shape
+    }
+}
+
+/// A field as one worker of a parallel loop sees it: the launch's view, and the sparse leaf
+/// blocks this worker reached so far, which its next accesses mostly hit (the cells one
+/// invocation touches, and those of the next index, tend to share blocks).
+pub struct Local<'v, 'a, T, const D: usize> {
+    view: &'v View<'a, T, D>,
+    cache: BlockCache,
+}
+
+impl<'a, T: Elem, const D: usize> Local<'_, 'a, T, D> {
     /// Whether the element exists: always for dense fields, where its cell is active for
     /// sparse ones.
     #[inline]
     pub fn is_active(&self, index: impl FieldIndex<D>) -> bool {
-        self.locate_with(index, false).is_some()
+        self.view.locate(index, false, &self.cache).is_some()
     }
 
     /// Activates the element's cell (a no-op on dense fields).
     #[inline]
     pub fn activate(&self, index: impl FieldIndex<D>) {
-        let _ = self.locate_with(index, true);
+        let _ = self.view.locate(index, true, &self.cache);
     }
 
     /// Queues the element's unit for deactivation when the launch ends (a no-op on dense
     /// fields).
     #[inline]
     pub fn deactivate(&self, index: impl FieldIndex<D>) {
-        if let (Some(c), Some(tree)) = (self.coords(index), &self.tree) {
+        if let (Some(c), Some(tree)) = (self.view.coords(index), &self.view.tree) {
             tree.deactivate(c);
         }
     }
 
     #[inline]
     pub fn load(&self, index: impl FieldIndex<D>) -> T {
-        match self.locate_with(index, false) {
+        match self.view.locate(index, false, &self.cache) {
             Some(base) => {
                 let mut w = [0u32; 16];
                 for (k, slot) in w[..T::WORDS].iter_mut().enumerate() {
-                    *slot = self.words[base + k].load(Relaxed);
+                    *slot = self.view.words[base + k].load(Relaxed);
                 }
                 T::read_words(&w[..T::WORDS])
             }
@@ -196,11 +240,11 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
 
     #[inline]
     pub fn store(&self, index: impl FieldIndex<D>, value: T) {
-        if let Some(base) = self.locate(index) {
+        if let Some(base) = self.view.locate(index, true, &self.cache) {
             let mut w = [0u32; 16];
             value.write_words(&mut w[..T::WORDS]);
             for (k, word) in w[..T::WORDS].iter().enumerate() {
-                self.words[base + k].store(*word, Relaxed);
+                self.view.words[base + k].store(*word, Relaxed);
             }
         }
     }
@@ -225,40 +269,31 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
 
     #[inline]
     fn atomic_update(&self, index: impl FieldIndex<D>, value: T, subtract: bool) {
-        if let Some(base) = self.locate(index) {
-            let mut w = [0u32; 16];
-            value.write_words(&mut w[..T::WORDS]);
-            let float = T::SCALAR == Scalar::F32;
-            for (k, word) in w[..T::WORDS].iter().enumerate() {
-                let cell = &self.words[base + k];
-                if float {
-                    let v = f32::from_bits(*word);
-                    let v = if subtract { -v } else { v };
-                    let _ = cell.fetch_update(Relaxed, Relaxed, |old| {
-                        Some((f32::from_bits(old) + v).to_bits())
-                    });
-                } else if subtract {
-                    cell.fetch_sub(*word, Relaxed);
-                } else {
-                    cell.fetch_add(*word, Relaxed);
-                }
+        let Some(base) = self.view.locate(index, true, &self.cache) else {
+            return;
+        };
+        let mut w = [0u32; 16];
+        value.write_words(&mut w[..T::WORDS]);
+        let float = T::SCALAR == Scalar::F32;
+        for (k, word) in w[..T::WORDS].iter().enumerate() {
+            let cell = &self.view.words[base + k];
+            if float {
+                let v = f32::from_bits(*word);
+                let v = if subtract { -v } else { v };
+                let _ = cell.fetch_update(Relaxed, Relaxed, |old| {
+                    Some((f32::from_bits(old) + v).to_bits())
+                });
+            } else if subtract {
+                cell.fetch_sub(*word, Relaxed);
+            } else {
+                cell.fetch_add(*word, Relaxed);
             }
         }
     }
 
-    /// The words of a dense field (`None` for a sparse one).
-    pub(crate) fn dense_words(&self) -> Option<&[AtomicU32]> {
-        self.tree.is_none().then_some(self.words)
-    }
-
-    /// The first word of a dense field's element, raising the out-of-bounds flag outside it.
-    #[inline]
-    pub(crate) fn dense_base(&self, index: impl FieldIndex<D>) -> Option<usize> {
-        self.locate_with(index, false)
-    }
-
-    pub fn shape(&self) -> [u32; D] {
-        self.shape
+    /// The view this worker's accesses go to.
+    pub(crate) fn view(&self) -> &View<'a, T, D> {
+        self.view
     }
 }
 
@@ -293,17 +328,21 @@ pub fn loop_range<T: LoopInt>(start: T, end: T) -> LoopRange {
     }
 }
 
-/// Runs `body` for every index of `range` in parallel.
-pub fn par_range<T: LoopInt>(range: LoopRange, body: impl Fn(T) + Sync + Send) {
+/// Runs `body` for every `i` in `start..end` in parallel. Each worker calls `init` once for
+/// the state its calls of `body` share (the fields' [`Local`] views).
+pub fn par_for<T: LoopInt, S>(
+    start: T,
+    end: T,
+    init: impl Fn() -> S + Sync + Send,
+    body: impl Fn(&S, T) + Sync + Send,
+) {
+    let range = loop_range(start, end);
     (0..range.count as usize)
         .into_par_iter()
         .with_min_len(64)
-        .for_each(|k| body(T::from_i64(range.start + k as i64)));
-}
-
-/// Runs `body` for every `i` in `start..end` in parallel.
-pub fn par_for<T: LoopInt>(start: T, end: T, body: impl Fn(T) + Sync + Send) {
-    par_range(loop_range(start, end), body);
+        .for_each_init(init, |state, k| {
+            body(state, T::from_i64(range.start + k as i64))
+        });
 }
 
 /// Index types a top-level `for i in field.indices()` loop yields.
@@ -368,9 +407,10 @@ impl Dim<3> for Dims {
 /// Runs `body` for every index of `view`'s shape in parallel. Grids run in rows along the
 /// last axis, so that only a row's first index is divided out of the linear one (integer
 /// division per cell cost a third of a 3D grid loop).
-pub fn par_indices<T: Elem, const D: usize>(
+pub fn par_indices<T: Elem, const D: usize, S>(
     view: &View<'_, T, D>,
-    body: impl Fn(<Dims as Dim<D>>::Index) + Sync + Send,
+    init: impl Fn() -> S + Sync + Send,
+    body: impl Fn(&S, <Dims as Dim<D>>::Index) + Sync + Send,
 ) where
     Dims: Dim<D>,
 {
@@ -381,13 +421,13 @@ pub fn par_indices<T: Elem, const D: usize>(
     (0..rows as usize)
         .into_par_iter()
         .with_min_len((64 / row as usize).max(1))
-        .for_each(|r| {
+        .for_each_init(init, |state, r| {
             let first = <<Dims as Dim<D>>::Index as IndexSpace<D>>::from_linear(
                 r as u64 * row as u64,
                 &shape,
             );
             for k in 0..row {
-                body(first.along_last(k));
+                body(state, first.along_last(k));
             }
         });
 }
@@ -414,24 +454,25 @@ impl FromCoords for IVec3 {
 
 /// Runs `body` for every active index of `view` in parallel: every index of a dense field,
 /// the active cells of a sparse one.
-pub fn par_active<T: Elem, const D: usize>(
+pub fn par_active<T: Elem, const D: usize, S>(
     view: &View<'_, T, D>,
-    body: impl Fn(<Dims as Dim<D>>::Index) + Sync + Send,
+    init: impl Fn() -> S + Sync + Send,
+    body: impl Fn(&S, <Dims as Dim<D>>::Index) + Sync + Send,
 ) where
     Dims: Dim<D>,
     <Dims as Dim<D>>::Index: FromCoords,
 {
     match &view.tree {
-        None => par_indices(view, body),
+        None => par_indices(view, init, body),
         // Block by block: a leaf block's path is checked once, not once per element.
         Some(tree) => {
             let leaf = &tree.plan.levels[tree.plan.levels.len() - 1];
             (0..leaf.capacity)
                 .into_par_iter()
                 .with_min_len((64 / leaf.level.cells() as usize).max(1))
-                .for_each(|block| {
+                .for_each_init(init, |state, block| {
                     tree.for_each_active_in_block(block, |_, c| {
-                        body(<Dims as Dim<D>>::Index::from_coords(c))
+                        body(state, <Dims as Dim<D>>::Index::from_coords(c))
                     })
                 })
         }

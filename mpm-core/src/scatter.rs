@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use rayon::prelude::*;
 
-use crate::host::{loop_range, AtomicAdd, FieldIndex, LoopInt, View};
+use crate::host::{loop_range, AtomicAdd, FieldIndex, Local, LoopInt, View};
 use crate::types::{Elem, Scalar};
 
 /// At most this many words of private copies per field (256 MiB).
@@ -60,15 +60,16 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
 }
 
 /// The view a scatter loop's body uses for a privatised field: `+=` goes to this chunk's
-/// copy, or to the shared field when it was not privatised.
-pub struct ScatterView<'v, 'a, T, const D: usize> {
-    view: &'v View<'a, T, D>,
-    copy: &'v [Cell<u32>],
+/// copy, or through the worker's [`Local`] view to the shared field when it was not
+/// privatised.
+pub struct ScatterView<'l, 'v, 'a, T, const D: usize> {
+    local: &'l Local<'v, 'a, T, D>,
+    copy: &'l [Cell<u32>],
 }
 
-impl<'v, 'a, T: Elem, const D: usize> ScatterView<'v, 'a, T, D> {
-    pub fn new(view: &'v View<'a, T, D>, copy: &'v [Cell<u32>]) -> Self {
-        ScatterView { view, copy }
+impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
+    pub fn new(local: &'l Local<'v, 'a, T, D>, copy: &'l [Cell<u32>]) -> Self {
+        ScatterView { local, copy }
     }
 
     #[inline]
@@ -94,11 +95,11 @@ impl<'v, 'a, T: Elem, const D: usize> ScatterView<'v, 'a, T, D> {
     {
         if self.copy.is_empty() {
             return match subtract {
-                false => self.view.atomic_add(index, value),
-                true => self.view.atomic_sub(index, value),
+                false => self.local.atomic_add(index, value),
+                true => self.local.atomic_sub(index, value),
             };
         }
-        let Some(base) = self.view.dense_base(index) else {
+        let Some(base) = self.local.view().dense_base(index) else {
             return;
         };
         let mut w = [0u32; 16];
@@ -120,16 +121,18 @@ impl<'v, 'a, T: Elem, const D: usize> ScatterView<'v, 'a, T, D> {
     }
 }
 
-/// Runs `body(copies, i)` for `i` in `start..end`. Reproducible: one contiguous chunk per
-/// thread, in parallel, each with private copies of `fields` (an empty slice for a field that
-/// keeps shared atomics), then the copies are added into the fields in chunk order.
-/// Otherwise a plain parallel loop whose `copies` are all empty (shared atomics).
-pub fn par_scatter<I: LoopInt>(
+/// Runs `body(state, copies, i)` for `i` in `start..end`, where `init()` makes the state one
+/// worker's calls share and `copies` are its private copies of `fields` (an empty slice for a
+/// field that keeps shared atomics). Reproducible: one contiguous chunk per thread, in
+/// parallel, then the copies are added into the fields in chunk order. Otherwise a plain
+/// parallel loop whose `copies` are all empty (shared atomics).
+pub fn par_scatter<I: LoopInt, S>(
     reproducible: bool,
     start: I,
     end: I,
     fields: &[&dyn ScatterField],
-    body: impl Fn(&[&[Cell<u32>]], I) + Sync + Send,
+    init: impl Fn() -> S + Sync + Send,
+    body: impl Fn(&S, &[&[Cell<u32>]], I) + Sync + Send,
 ) {
     let range = loop_range(start, end);
     if !reproducible {
@@ -138,8 +141,8 @@ pub fn par_scatter<I: LoopInt>(
             .into_par_iter()
             .with_min_len(64)
             .for_each_init(
-                || vec![<&[Cell<u32>]>::default(); n],
-                |none, k| body(none, I::from_i64(range.start + k as i64)),
+                || (init(), vec![<&[Cell<u32>]>::default(); n]),
+                |(state, none), k| body(state, none, I::from_i64(range.start + k as i64)),
             );
     }
     let chunks = rayon::current_num_threads().max(1);
@@ -154,12 +157,13 @@ pub fn par_scatter<I: LoopInt>(
             .iter_mut()
             .map(|v| Cell::from_mut(v.as_mut_slice()).as_slice_of_cells())
             .collect();
+        let state = init();
         let (lo, hi) = (
             n * c as u64 / chunks as u64,
             n * (c as u64 + 1) / chunks as u64,
         );
         for k in lo..hi {
-            body(&cells, I::from_i64(range.start + k as i64));
+            body(&state, &cells, I::from_i64(range.start + k as i64));
         }
     });
     for (f, field) in fields.iter().enumerate() {

@@ -7,6 +7,7 @@
 //! race uses the winner's block and gives its own back (it is still zero). Given-back and
 //! freed blocks return to the free list after the launch, in [`Sparse::maintain`].
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::layout::{LevelKind, Structure, EMPTY, STATUS};
@@ -33,6 +34,46 @@ struct Quick {
     /// The levels above the leaf, from the root.
     above: [Step; MAX_ABOVE],
     depth: usize,
+    /// Whether every level above the leaf is dense: the walk then reads no memory.
+    dense_path: bool,
+    /// Per axis: the coordinate bits that pick the cell inside a leaf block, those that pick
+    /// the block, the one bit that tells neighbouring blocks apart, and where the first go in
+    /// the cell's index.
+    in_block: [u32; 3],
+    corner_mask: [u32; 3],
+    parity: [u32; 3],
+    cell_shift: [u32; 3],
+    /// log2 of a leaf block's cells.
+    block_shift: u32,
+}
+
+/// The leaf blocks a run of loop-body invocations reached, so that accesses to a block seen
+/// before skip the walk (see [`Sparse::locate_cached`]). Direct-mapped by the parity of the
+/// block's coordinates: the 2^D blocks a small stencil straddles never evict each other.
+#[derive(Debug)]
+pub struct BlockCache {
+    entries: [Cell<CachedBlock>; 8],
+}
+
+#[derive(Clone, Copy, Debug)]
+struct CachedBlock {
+    /// The coordinates of the block's first cell.
+    corner: [u32; 3],
+    /// The block's first cell.
+    first: u32,
+}
+
+impl Default for BlockCache {
+    fn default() -> Self {
+        // No block has this corner: a coordinate is below its axis's extent.
+        let empty = CachedBlock {
+            corner: [u32::MAX; 3],
+            first: 0,
+        };
+        BlockCache {
+            entries: std::array::from_fn(|_| Cell::new(empty)),
+        }
+    }
 }
 
 /// Levels above the leaf that the quick walk takes (deeper trees take the general one).
@@ -75,6 +116,12 @@ impl Quick {
             leaf_table: (leaf.level.kind == LevelKind::Bitmasked).then_some(leaf.table),
             above: steps,
             depth: above.len(),
+            dense_path: above.iter().all(|p| p.level.kind == LevelKind::Dense),
+            in_block: leaf_bits.map(|b| (1 << b) - 1),
+            corner_mask: leaf_bits.map(|b| !((1 << b) - 1)),
+            parity: leaf_bits.map(|b| 1 << b),
+            cell_shift: std::array::from_fn(|a| leaf_bits[a + 1..].iter().sum()),
+            block_shift: leaf_bits.iter().sum(),
         })
     }
 }
@@ -129,22 +176,96 @@ impl<'a> Sparse<'a> {
     #[inline(always)]
     pub fn locate<const D: usize>(&self, c: [u32; 3], activate: bool) -> Option<u64> {
         let Some(q) = &self.quick else {
-            let last = self.plan.levels.len() - 1;
-            let block = self.leaf_block(c, activate)?;
-            return self.child(last, block, c, activate).map(u64::from);
+            return self.locate_general(c, activate);
         };
-        // A loop of known length unrolls.
-        let block = match q.depth {
-            0 => 0,
-            1 => self.quick_walk::<D, 1>(q, c, activate)?,
-            2 => self.quick_walk::<D, 2>(q, c, activate)?,
-            _ => self.quick_walk::<D, MAX_ABOVE>(q, c, activate)?,
+        let block = self.walk::<D>(q, c, activate)?;
+        self.leaf_element::<D>(q, block, c, activate)
+    }
+
+    /// [`Sparse::locate`] through `cache`, the leaf blocks that earlier accesses of the same
+    /// worker found active. Blocks keep their place until the launch ends, so a cache that
+    /// lives no longer than one launch cannot go stale.
+    #[inline(always)]
+    pub fn locate_cached<const D: usize>(
+        &self,
+        c: [u32; 3],
+        activate: bool,
+        cache: &BlockCache,
+    ) -> Option<u64> {
+        let Some(q) = &self.quick else {
+            return self.locate_general(c, activate);
         };
+        if q.dense_path {
+            return self.locate::<D>(c, activate);
+        }
+        // The block's corner identifies it; the parity of its place picks the cache slot.
+        let corner: [u32; 3] =
+            std::array::from_fn(|a| if a < D { c[a] & q.corner_mask[a] } else { 0 });
+        let slot = (0..D).fold(0, |s, a| (s << 1) | (c[a] & q.parity[a] != 0) as usize);
+        let slot = &cache.entries[slot];
+        let entry = slot.get();
+        let first = if (0..D).all(|a| entry.corner[a] == corner[a]) {
+            entry.first
+        } else {
+            let first = self.walk_out_of_line::<D>(q, c, activate)? << q.block_shift;
+            slot.set(CachedBlock { corner, first });
+            first
+        };
+        // The last axis varies fastest: its bits need no shift.
+        let cell = (0..D).fold(first, |cell, a| match a + 1 == D {
+            true => cell | (c[a] & q.in_block[a]),
+            false => cell | ((c[a] & q.in_block[a]) << q.cell_shift[a]),
+        });
+        match q.leaf_table {
+            Some(table) if !self.mark(table, cell, activate) => None,
+            _ => Some(cell as u64),
+        }
+    }
+
+    /// The leaf block holding `c`: a loop of known length unrolls.
+    #[inline(always)]
+    fn walk<const D: usize>(&self, q: &Quick, c: [u32; 3], activate: bool) -> Option<u32> {
+        match q.depth {
+            0 => Some(0),
+            1 => self.quick_walk::<D, 1>(q, c, activate),
+            2 => self.quick_walk::<D, 2>(q, c, activate),
+            _ => self.quick_walk::<D, MAX_ABOVE>(q, c, activate),
+        }
+    }
+
+    /// [`Sparse::walk`] kept out of line, for the cached path that mostly skips it.
+    #[inline(never)]
+    fn walk_out_of_line<const D: usize>(
+        &self,
+        q: &Quick,
+        c: [u32; 3],
+        activate: bool,
+    ) -> Option<u32> {
+        self.walk::<D>(q, c, activate)
+    }
+
+    /// The element of `c` in leaf block `block`, marking it active in a bitmasked leaf.
+    #[inline(always)]
+    fn leaf_element<const D: usize>(
+        &self,
+        q: &Quick,
+        block: u32,
+        c: [u32; 3],
+        activate: bool,
+    ) -> Option<u64> {
         let cell = linear::<D>(block, q.leaf_bits, |a| c[a] & ((1 << q.leaf_bits[a]) - 1));
         match q.leaf_table {
             Some(table) if !self.mark(table, cell, activate) => None,
             _ => Some(cell as u64),
         }
+    }
+
+    /// [`Sparse::locate`] of a layout without a quick walk.
+    #[inline(never)]
+    fn locate_general(&self, c: [u32; 3], activate: bool) -> Option<u64> {
+        let last = self.plan.levels.len() - 1;
+        let block = self.leaf_block(c, activate)?;
+        self.child(last, block, c, activate).map(u64::from)
     }
 
     /// The leaf block holding `c`, through the first `N` levels of `q`.
@@ -506,5 +627,108 @@ impl<'a> Sparse<'a> {
             .last()
             .map_or(1, |p| p.level.cells() as u64);
         self.blocks_in_use().last().copied().unwrap_or(1) * leaf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Layout;
+
+    /// Fresh structure words of `plan`.
+    fn words(plan: &Structure) -> Vec<AtomicU32> {
+        plan.initial_words()
+            .into_iter()
+            .map(AtomicU32::new)
+            .collect()
+    }
+
+    /// Walks `coords` (reading, then writing, each one) through the cache on one copy of
+    /// `plan` and without it on another: every answer, and so every block handed out, agrees.
+    fn cached_agrees<const D: usize>(plan: &Structure, coords: &[[u32; 3]]) {
+        let (a, b) = (words(plan), words(plan));
+        let (plain, cached) = (Sparse::new(plan, &a), Sparse::new(plan, &b));
+        let cache = BlockCache::default();
+        for &c in coords {
+            for activate in [false, true, false] {
+                assert_eq!(
+                    plain.locate::<D>(c, activate),
+                    cached.locate_cached::<D>(c, activate, &cache),
+                    "at {c:?}, activate {activate}"
+                );
+            }
+        }
+        let load = |w: &[AtomicU32]| w.iter().map(|w| w.load(Relaxed)).collect::<Vec<_>>();
+        assert_eq!(load(&a), load(&b));
+    }
+
+    /// Coordinates of a 3x3(x3) stencil at pseudo-random places, as a particle loop makes.
+    fn stencils<const D: usize>(extent: u32, count: u32) -> Vec<[u32; 3]> {
+        let mut out = Vec::new();
+        for k in 0..count {
+            let base: [u32; 3] = std::array::from_fn(|a| {
+                (k.wrapping_mul(2654435761).rotate_left(7 * a as u32 + 3)) % (extent - 2)
+            });
+            for o in 0..3u32.pow(D as u32) {
+                out.push(std::array::from_fn(|a| {
+                    if a < D {
+                        base[a] + (o / 3u32.pow(a as u32)) % 3
+                    } else {
+                        0
+                    }
+                }));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn cached_and_plain_walks_agree() {
+        let two = [
+            Layout::<2>::root().pointer([16, 16]).dense([8, 8]),
+            Layout::<2>::root()
+                .pointer([16, 16])
+                .bitmasked([2, 2])
+                .dense([4, 4]),
+            Layout::<2>::root()
+                .pointer([8, 8])
+                .pointer([2, 2])
+                .dense([8, 8]),
+            Layout::<2>::root().pointer([32, 32]).bitmasked([4, 4]),
+            Layout::<2>::root().dense([16, 16]).dense([8, 8]),
+            // Not powers of two: the general walk, without the cache.
+            Layout::<2>::root().pointer([12, 12]).dense([10, 10]),
+        ];
+        for layout in two {
+            let extent = layout.shape()[0];
+            let plan = layout.reserve(1000).structure().expect("plans");
+            cached_agrees::<2>(&plan, &stencils::<2>(extent, 300));
+        }
+        let layout = Layout::<3>::root().pointer([8, 8, 8]).dense([4, 4, 4]);
+        let plan = layout.reserve(600).structure().expect("plans");
+        cached_agrees::<3>(&plan, &stencils::<3>(32, 200));
+    }
+
+    #[test]
+    fn a_full_pool_is_not_cached() {
+        // Room for two blocks: the third block's cells stay inactive however often they are
+        // asked for, and the cache keeps answering for the two it has.
+        let plan = Layout::<1>::root()
+            .pointer([8])
+            .dense([4])
+            .reserve(2)
+            .structure()
+            .expect("plans");
+        cached_agrees::<1>(
+            &plan,
+            &[
+                [0, 0, 0],
+                [5, 0, 0],
+                [9, 0, 0],
+                [1, 0, 0],
+                [10, 0, 0],
+                [6, 0, 0],
+            ],
+        );
     }
 }

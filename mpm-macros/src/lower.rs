@@ -1010,22 +1010,62 @@ fn scatter_loop(
     end: &TokenStream,
     var: &syn::Ident,
     body: &TokenStream,
+    used: &[syn::Ident],
     scatter: &[syn::Ident],
 ) -> TokenStream {
-    let k = 0..scatter.len();
+    let (init, body) = worker_closures(var, body, used, scatter);
     quote! {
         ::mpm_core::scatter::par_scatter(
             __args.reproducible,
             #start,
             #end,
             &[#(&#scatter as &dyn ::mpm_core::scatter::ScatterField),*],
-            |__copies, __index| {
-                #(let #scatter = ::mpm_core::scatter::ScatterView::new(&#scatter, __copies[#k]);)*
-                let __body = |#var| #body;
-                __body(__index)
-            },
+            #init,
+            #body,
         );
     }
+}
+
+/// The field parameters a loop body names, in parameter order.
+fn used_fields(body: &syn::Block, params: &[Param]) -> Vec<syn::Ident> {
+    struct Names(HashSet<String>);
+    impl<'ast> syn::visit::Visit<'ast> for Names {
+        fn visit_path(&mut self, p: &'ast syn::Path) {
+            if let Some(id) = p.get_ident() {
+                self.0.insert(id.to_string());
+            }
+            syn::visit::visit_path(self, p);
+        }
+    }
+    let mut names = Names(HashSet::new());
+    syn::visit::Visit::visit_block(&mut names, body);
+    params
+        .iter()
+        .filter(|p| matches!(p, Param::Field { .. }) && names.0.contains(&p.name().to_string()))
+        .map(|p| p.name().clone())
+        .collect()
+}
+
+/// The state each worker of a parallel loop makes once (`init`: the `Local` views of the
+/// fields the body uses) and the body that takes it, with the fields shadowed by those views,
+/// or for `scatter` fields by `ScatterView`s on the worker's private copies (`__copies`).
+fn worker_closures(
+    var: &syn::Ident,
+    body: &TokenStream,
+    used: &[syn::Ident],
+    scatter: &[syn::Ident],
+) -> (TokenStream, TokenStream) {
+    let init = quote!(|| (#(#used.local(),)*));
+    let k = 0..scatter.len();
+    let copies = (!scatter.is_empty()).then(|| quote!(__copies,));
+    let body = quote! {
+        |__worker, #copies #var| {
+            let (#(#used,)*) = __worker;
+            #(let #scatter = ::mpm_core::scatter::ScatterView::new(#scatter, __copies[#k]);)*
+            #body
+        }
+    };
+    (init, body)
 }
 
 fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
@@ -1086,7 +1126,8 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                         if zero_dim.contains(&field.to_string()) {
                             return err(&mc.receiver, "a 0-D field has one element, `f[()]`; it has no `active()` to loop over");
                         }
-                        cpu_body.extend(quote!(::mpm_core::host::par_active(&#field, |#var| #cb);));
+                        let (init, body) = worker_closures(&var, &cb, &used_fields(&fl.body, params), &[]);
+                        cpu_body.extend(quote!(::mpm_core::host::par_active(&#field, #init, #body);));
                         trace_body.extend(quote!(::mpm_core::trace::par_active(#label, #field, |#var| #tb);));
                         ranges.push(quote!(::mpm_core::kernel::active_range(#field)));
                     }
@@ -1097,12 +1138,14 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                         if zero_dim.contains(&field.to_string()) {
                             return err(&mc.receiver, "a 0-D field has one element, `f[()]`; it has no `indices()` to loop over");
                         }
+                        let used = used_fields(&fl.body, params);
                         let scatter = scatter_only(&fl.body, &fields);
                         if scatter.is_empty() || !one_dim.contains(&field.to_string()) {
-                            cpu_body.extend(quote!(::mpm_core::host::par_indices(&#field, |#var| #cb);));
+                            let (init, body) = worker_closures(&var, &cb, &used, &[]);
+                            cpu_body.extend(quote!(::mpm_core::host::par_indices(&#field, #init, #body);));
                         } else {
                             let (start, end) = (quote!(0u32), quote!(#field.shape()[0]));
-                            cpu_body.extend(scatter_loop(&start, &end, &var, &cb, &scatter));
+                            cpu_body.extend(scatter_loop(&start, &end, &var, &cb, &used, &scatter));
                         }
                         trace_body.extend(quote!(::mpm_core::trace::par_indices(#label, #field, |#var| #tb);));
                         ranges.push(quote!(::mpm_core::kernel::indices_range(&#field.shape())));
@@ -1116,11 +1159,13 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                         let (ca, cb_) = (cpu.expr(a)?, cpu.expr(b)?);
                         let (ta, tb_) = (tr.expr(a)?, tr.expr(b)?);
                         let (ha, hb) = (host.expr(a)?, host.expr(b)?);
+                        let used = used_fields(&fl.body, params);
                         let scatter = scatter_only(&fl.body, &fields);
                         if scatter.is_empty() {
-                            cpu_body.extend(quote!(::mpm_core::host::par_for(#ca, #cb_, |#var| #cb);));
+                            let (init, body) = worker_closures(&var, &cb, &used, &[]);
+                            cpu_body.extend(quote!(::mpm_core::host::par_for(#ca, #cb_, #init, #body);));
                         } else {
-                            cpu_body.extend(scatter_loop(&ca, &cb_, &var, &cb, &scatter));
+                            cpu_body.extend(scatter_loop(&ca, &cb_, &var, &cb, &used, &scatter));
                         }
                         trace_body.extend(quote!(::mpm_core::trace::par_range(#label, #ta, #tb_, |#var| #tb);));
                         ranges.push(quote!(::mpm_core::host::loop_range(#ha, #hb)));
