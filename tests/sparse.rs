@@ -875,3 +875,60 @@ fn two_trees_in_one_launch_and_fields_outside_the_kernel() {
     }
     no_validation_messages();
 }
+
+/// `deactivate_all` clears only the blocks handed out since the tree was last emptied: after
+/// the pools grew and blocks were freed and reused, nothing written before resurfaces when
+/// the same blocks are handed out again (in another order), on layouts with pools at several
+/// depths.
+#[test]
+fn deactivate_all_clears_every_block_handed_out() {
+    for be in backends() {
+        let cells = |v: &[(i32, i32)]| {
+            let v: Vec<IVec2> = v.iter().map(|&(x, y)| IVec2::new(x, y)).collect();
+            Field::from_slice(&be, [v.len() as u32], &v).unwrap()
+        };
+        let values = |v: f32, n: usize| Field::from_slice(&be, [n as u32], &vec![v; n]).unwrap();
+        for layout in [
+            Layout::<2>::root().pointer([4, 4]).dense([4, 4]),
+            Layout::<2>::root()
+                .pointer([2, 2])
+                .pointer([2, 2])
+                .dense([4, 4]),
+            Layout::<2>::root()
+                .dense([2, 2])
+                .pointer([2, 2])
+                .bitmasked([4, 4]),
+        ] {
+            let tree = Tree::new(&be, layout.reserve(1)).unwrap();
+            let mut f = Field::<f32, 2>::place(&tree).unwrap();
+            for round in 1..=3 {
+                // Fill the grid block by block (the pools grow on the way), free two blocks
+                // and take one back, then empty the tree.
+                for bx in 0..4 {
+                    for by in 0..4 {
+                        let block: Vec<(i32, i32)> =
+                            (0..16).map(|k| (4 * bx + k / 4, 4 * by + k % 4)).collect();
+                        write2(&mut f, &cells(&block), &values(round as f32, 16)).unwrap();
+                    }
+                }
+                deactivate2(&mut f, &cells(&[(0, 0), (15, 15)])).unwrap();
+                write2(&mut f, &cells(&[(15, 15)]), &values(1.0, 1)).unwrap();
+                tree.deactivate_all().unwrap();
+                // One cell per block, blocks taken in reverse order: every other cell of
+                // every block must read zero.
+                let corners: Vec<(i32, i32)> = (0..16)
+                    .rev()
+                    .map(|b| (4 * (b / 4) + 3, 4 * (b % 4) + 3))
+                    .collect();
+                add2(&mut f, &cells(&corners), &values(0.0, 16)).unwrap();
+                let grid = f.download().unwrap();
+                assert!(
+                    grid.iter().all(|&v| v == 0.0),
+                    "round {round} on {}: {grid:?}",
+                    be.describe()
+                );
+            }
+        }
+    }
+    no_validation_messages();
+}

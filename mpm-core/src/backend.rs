@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::host::HostArgs;
 use crate::ir;
 use crate::layout::Structure;
+use crate::sparse::PoolUse;
 
 /// Which kind of backend this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,9 +60,9 @@ pub trait TreeArg: Send + Sync {
     /// Every field placed on the tree, with its words per element (for clearing
     /// deactivated cells in all of them).
     fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)>;
-    /// Called by the backend after each launch's maintenance with the blocks in use in each
-    /// level's pool (0 for levels without one; see [`crate::sparse::Sparse::pools_in_use`]).
-    fn report_pools(&self, _in_use: &[u32]) {}
+    /// Called by the backend after each launch's maintenance with the use of each level's
+    /// pool (see [`crate::sparse::Sparse::pool_use`]).
+    fn report_pools(&self, _pools: &[PoolUse]) {}
     /// Runs on the host after every launch that used the tree, whatever its outcome: the
     /// place to grow block pools before they run out.
     fn after_launch(&self) -> Result<()> {
@@ -103,8 +104,8 @@ pub trait Backend: Send + Sync + 'static {
     fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>>;
     fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()>;
     fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>>;
-    /// Sets every word of the buffer to zero.
-    fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()>;
+    /// Sets the buffer's first `words` words to zero (an error past its end).
+    fn fill_zero(&self, buffer: &dyn Buffer, words: usize) -> Result<()>;
     /// Runs all loops of the kernel in order, each to completion before the next; returns
     /// when the results are visible to `read`.
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()>;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use crate::backend::{BackendRef, Buffer, FieldArg, TreeArg};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Structure};
-use crate::sparse::Sparse;
+use crate::sparse::{PoolUse, Sparse};
 use crate::types::{from_words, to_words, Elem};
 
 /// A field of `D` dimensions (0 to 3) holding elements of type `T`: dense, or placed on a
@@ -67,8 +67,16 @@ struct Storage {
     empty: Vec<u32>,
     structure: Arc<dyn Buffer>,
     shared: Weak<Shared>,
-    /// Blocks in use per level's pool after the last launch, as its backend reported them.
-    reported: Mutex<Option<Vec<u32>>>,
+    /// Each level's pool use after the last launch, as its backend reported it.
+    reported: Mutex<Option<Vec<PoolUse>>>,
+    /// Per level, the blocks its pool has handed out since the tree was emptied (so that
+    /// emptying it again clears only those); `None` when not known.
+    handed_out: Mutex<Option<Vec<u32>>>,
+}
+
+/// Locks `m`, carrying on past a panic in another holder (the data are plain numbers).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A pool more than this full after a launch doubles.
@@ -98,6 +106,7 @@ impl<const D: usize> Tree<D> {
                 structure,
                 shared: weak.clone(),
                 reported: Mutex::new(None),
+                handed_out: Mutex::new(Some(vec![0; layout.levels().len()])),
             })),
             fields: Mutex::new(Vec::new()),
         });
@@ -112,14 +121,23 @@ impl<const D: usize> Tree<D> {
         self.layout.shape()
     }
 
-    /// Deactivates every cell and clears the data of every field on the tree.
+    /// Deactivates every cell and clears the data of every field on the tree: the blocks
+    /// handed out since it was last emptied, not the whole pools.
     pub fn deactivate_all(&self) -> Result<()> {
         let storage = self.shared.storage();
         let backend = &self.shared.backend;
+        // Unknown until every write has succeeded.
+        let elements = lock(&storage.handed_out)
+            .take()
+            .and_then(|pools| storage.plan.elements_in_blocks(&pools));
         backend.write(&*storage.structure, &storage.empty)?;
-        for (buffer, _) in storage.fields() {
-            backend.fill_zero(&*buffer)?;
+        for (buffer, per_element) in storage.fields() {
+            let words = elements.map_or(buffer.words(), |e| {
+                (e as usize * per_element).min(buffer.words())
+            });
+            backend.fill_zero(&*buffer, words)?;
         }
+        *lock(&storage.handed_out) = Some(vec![0; storage.plan.levels.len()]);
         Ok(())
     }
 
@@ -187,7 +205,7 @@ impl Shared {
     }
 
     fn lock_fields(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Slot>>> {
-        let mut fields = self.fields.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fields = lock(&self.fields);
         fields.retain(|w| w.strong_count() > 0);
         fields
     }
@@ -227,12 +245,15 @@ impl Shared {
         for (slot, buffer) in moved {
             *slot.buffer.write().unwrap_or_else(|e| e.into_inner()) = buffer;
         }
+        // Blocks keep their indices, so the blocks handed out are the same.
+        let handed_out = lock(&current.handed_out).clone();
         *current = Arc::new(Storage {
             empty: plan.initial_words(),
             plan,
             structure,
             shared: current.shared.clone(),
             reported: Mutex::new(None),
+            handed_out: Mutex::new(handed_out),
         });
         Ok(())
     }
@@ -251,23 +272,18 @@ impl Storage {
 
     /// The pools the last launch left more than [`GROW_AT`] full, at twice their size (and
     /// the others as they are); `None` when none is (or can grow), or nothing was reported.
-    fn pools_to_grow(&self) -> Option<Vec<u32>> {
-        let in_use = self
-            .reported
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()?;
+    fn pools_to_grow(&self, pools: &[PoolUse]) -> Option<Vec<u32>> {
         let mut grow = false;
         let wanted = self
             .plan
             .levels
             .iter()
-            .zip(in_use)
+            .zip(pools)
             .map(|(p, used)| {
                 let Some(pool) = &p.pool else { return 0 };
                 // A pool with a block for every slot cannot grow: no replanning after each launch.
                 let slots = p.capacity as u64 * p.level.cells() as u64;
-                let full = used as f64 > GROW_AT * pool.capacity as f64;
+                let full = used.in_use as f64 > GROW_AT * pool.capacity as f64;
                 if full && (pool.capacity as u64) < slots {
                     grow = true;
                     pool.capacity.saturating_mul(2)
@@ -298,11 +314,19 @@ impl TreeArg for Storage {
             None => Vec::new(),
         }
     }
-    fn report_pools(&self, in_use: &[u32]) {
-        *self.reported.lock().unwrap_or_else(|e| e.into_inner()) = Some(in_use.to_vec());
+    fn report_pools(&self, pools: &[PoolUse]) {
+        *lock(&self.reported) = Some(pools.to_vec());
     }
     fn after_launch(&self) -> Result<()> {
-        match (self.shared.upgrade(), self.pools_to_grow()) {
+        // A launch that reported nothing may still have handed out blocks.
+        let report = lock(&self.reported).take();
+        *lock(&self.handed_out) = report
+            .as_ref()
+            .map(|pools| pools.iter().map(|p| p.handed_out).collect());
+        match (
+            self.shared.upgrade(),
+            report.and_then(|r| self.pools_to_grow(&r)),
+        ) {
             (Some(shared), Some(pools)) => shared.grow(&pools),
             _ => Ok(()),
         }

@@ -390,6 +390,18 @@ impl Structure {
             .collect()
     }
 
+    /// The leaf elements that the first `handed_out[k]` blocks of each pool `k` hold: the
+    /// deepest pool's blocks, all levels below it being dense or bitmasked, hold a contiguous
+    /// range of elements from 0. `None` for a tree without pools (every element is used).
+    pub fn elements_in_blocks(&self, handed_out: &[u32]) -> Option<u64> {
+        let k = self.levels.iter().rposition(|p| p.pool.is_some())?;
+        let per_block: u64 = self.levels[k + 1..]
+            .iter()
+            .map(|p| p.level.cells() as u64)
+            .product();
+        Some(*handed_out.get(k)? as u64 * per_block)
+    }
+
     /// The words of `self` holding what `old_words` (laid out by `old`, a plan of the same
     /// levels with pools no larger) holds, between launches: blocks keep their indices, so
     /// tables and bits copy as prefixes and field data stays where it is.
@@ -474,5 +486,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn elements_in_handed_out_blocks() {
+        let plan = |l: Layout<2>| l.reserve(16).structure().unwrap();
+        // The deepest pool's blocks hold the leaf's elements: 2x2 bitmasked cells of 4x4.
+        let deep = plan(
+            Layout::root()
+                .pointer([4, 4])
+                .pointer([2, 2])
+                .bitmasked([2, 2])
+                .dense([4, 4]),
+        );
+        assert_eq!(deep.elements_in_blocks(&[7, 3, 0, 0]), Some(3 * 4 * 16));
+        // A dense level above the pointer changes nothing.
+        let under_dense = plan(Layout::root().dense([2, 2]).pointer([2, 2]).dense([8, 8]));
+        assert_eq!(under_dense.elements_in_blocks(&[0, 5, 0]), Some(5 * 64));
+        // Without pools, every element is used.
+        assert_eq!(
+            plan(Layout::root().dense([4, 4]).bitmasked([4, 4])).elements_in_blocks(&[0, 0]),
+            None
+        );
     }
 }

@@ -133,10 +133,26 @@ fn linear<const D: usize>(block: u32, bits: [u32; 3], local: impl Fn(usize) -> u
     (0..D).fold(block, |acc, a| (acc << bits[a]) | local(a))
 }
 
-/// Blocks in use in a pool of `capacity` whose never-used range has handed out `counter` and
-/// whose free list holds `free_len` (the words after [`Sparse::maintain`]).
-pub fn pool_in_use(capacity: u32, counter: u32, free_len: u32) -> u32 {
-    counter.min(capacity).saturating_sub(free_len)
+/// What a launch left in one level's block pool (zero for a level without one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolUse {
+    /// Blocks in use.
+    pub in_use: u32,
+    /// Blocks ever handed out from the pool's never-used range since the tree was emptied:
+    /// the blocks past them hold nothing.
+    pub handed_out: u32,
+}
+
+impl PoolUse {
+    /// The use of a pool of `capacity` whose never-used range has handed out `counter` and
+    /// whose free list holds `free_len` (the words after [`Sparse::maintain`]).
+    pub fn from_counters(capacity: u32, counter: u32, free_len: u32) -> Self {
+        let handed_out = counter.min(capacity);
+        PoolUse {
+            in_use: handed_out.saturating_sub(free_len),
+            handed_out,
+        }
+    }
 }
 
 /// The words of one field placed on a tree, for clearing deactivated units.
@@ -571,14 +587,14 @@ impl<'a> Sparse<'a> {
         }
     }
 
-    /// Per level, the blocks in use in its pool (0 without one), from a pool's two counters.
-    pub fn pools_in_use(&self) -> Vec<u32> {
+    /// Per level, the use of its pool (zero without one), from the pool's two counters.
+    pub fn pool_use(&self) -> Vec<PoolUse> {
         self.plan
             .levels
             .iter()
             .map(|p| {
-                p.pool.as_ref().map_or(0, |pool| {
-                    pool_in_use(
+                p.pool.as_ref().map_or(PoolUse::default(), |pool| {
+                    PoolUse::from_counters(
                         pool.capacity,
                         self.w(pool.counter).load(Relaxed),
                         self.w(pool.free_len).load(Relaxed),

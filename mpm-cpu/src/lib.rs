@@ -143,10 +143,16 @@ impl Backend for CpuBackend {
             .collect())
     }
 
-    fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()> {
+    fn fill_zero(&self, buffer: &dyn Buffer, words: usize) -> Result<()> {
         let b = host_buffer(buffer)?;
+        let Some(prefix) = b.words.get(..words) else {
+            return Err(Error::Backend {
+                backend: "cpu",
+                message: format!("zeroing {words} words of a buffer of {}", b.words.len()),
+            });
+        };
         self.run(|| {
-            b.words
+            prefix
                 .par_chunks(CHUNK)
                 .for_each(|c| c.iter().for_each(|w| w.store(0, Ordering::Relaxed)))
         });
@@ -207,7 +213,7 @@ impl Backend for CpuBackend {
                 .collect::<Result<Vec<_>>>()?;
             let sparse = Sparse::new(tree.plan(), &host_buffer(tree.structure())?.words);
             let maintained = sparse.maintain(&words);
-            tree.report_pools(&sparse.pools_in_use());
+            tree.report_pools(&sparse.pool_use());
             maintained.map_err(|(level, capacity)| Error::PoolExhausted {
                 kernel: kernel.qualified_name(),
                 level,

@@ -80,7 +80,7 @@ impl mpm_core::Backend for TraceOnly {
     fn read(&self, _: &dyn mpm_core::backend::Buffer) -> mpm_core::Result<Vec<u32>> {
         Ok(vec![])
     }
-    fn fill_zero(&self, _: &dyn mpm_core::backend::Buffer) -> mpm_core::Result<()> {
+    fn fill_zero(&self, _: &dyn mpm_core::backend::Buffer, _: usize) -> mpm_core::Result<()> {
         Ok(())
     }
     fn launch(

@@ -10,7 +10,7 @@ use gpu_allocator::MemoryLocation;
 use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming, TreeArg};
 use mpm_core::ir::Kernel;
 use mpm_core::layout::Structure;
-use mpm_core::sparse::pool_in_use;
+use mpm_core::sparse::PoolUse;
 use mpm_core::{Error, KernelDesc, Result};
 
 use crate::compile::{pipeline_cache_path, save_pipeline_cache, ShaderCache};
@@ -258,10 +258,20 @@ impl Runtime {
         Ok(buf)
     }
 
-    pub fn fill_zero(&mut self, buffer: &dyn Buffer) -> Result<()> {
+    pub fn fill_zero(&mut self, buffer: &dyn Buffer, words: usize) -> Result<()> {
         let dst = downcast(&self.ctx, buffer, "fill")?;
-        let (b, bytes) = (dst.buffer, dst.bytes);
-        // SAFETY: `b` is a live buffer with TRANSFER_DST usage; size is a multiple of 4.
+        if words > dst.words {
+            return Err(backend_err(format!(
+                "zeroing {words} words of a buffer of {}",
+                dst.words
+            )));
+        }
+        if words == 0 {
+            return Ok(());
+        }
+        let (b, bytes) = (dst.buffer, words as u64 * 4);
+        // SAFETY: `b` is a live buffer with TRANSFER_DST usage; the size is a nonzero
+        // multiple of 4 within it.
         self.one_shot(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, b, 0, bytes, 0) })
     }
 
@@ -788,17 +798,17 @@ impl Runtime {
                     continue;
                 }
                 let mut counters = record[1..].chunks_exact(2);
-                let in_use: Vec<u32> = plan
+                let pools: Vec<PoolUse> = plan
                     .levels
                     .iter()
                     .map(|p| match &p.pool {
-                        Some(pool) => counters
-                            .next()
-                            .map_or(0, |c| pool_in_use(pool.capacity, c[0], c[1])),
-                        None => 0,
+                        Some(pool) => counters.next().map_or(PoolUse::default(), |c| {
+                            PoolUse::from_counters(pool.capacity, c[0], c[1])
+                        }),
+                        None => PoolUse::default(),
                     })
                     .collect();
-                trees[t].report_pools(&in_use);
+                trees[t].report_pools(&pools);
                 let level = record[0];
                 if level == 0 {
                     continue;

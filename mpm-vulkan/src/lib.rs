@@ -193,8 +193,8 @@ impl Backend for VulkanBackend {
         self.lock()?.read(buffer)
     }
 
-    fn fill_zero(&self, buffer: &dyn Buffer) -> Result<()> {
-        self.lock()?.fill_zero(buffer)
+    fn fill_zero(&self, buffer: &dyn Buffer, words: usize) -> Result<()> {
+        self.lock()?.fill_zero(buffer, words)
     }
 
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
