@@ -53,6 +53,8 @@ struct Quick {
 #[derive(Debug)]
 pub struct BlockCache {
     entries: [Cell<CachedBlock>; 8],
+    /// The block of the last access, checked first: consecutive accesses mostly share one.
+    last: Cell<CachedBlock>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -72,6 +74,7 @@ impl Default for BlockCache {
         };
         BlockCache {
             entries: std::array::from_fn(|_| Cell::new(empty)),
+            last: Cell::new(empty),
         }
     }
 }
@@ -217,15 +220,21 @@ impl<'a> Sparse<'a> {
         // The block's corner identifies it; the parity of its place picks the cache slot.
         let corner: [u32; 3] =
             std::array::from_fn(|a| if a < D { c[a] & q.corner_mask[a] } else { 0 });
-        let slot = (0..D).fold(0, |s, a| (s << 1) | (c[a] & q.parity[a] != 0) as usize);
-        let slot = &cache.entries[slot];
-        let entry = slot.get();
-        let first = if (0..D).all(|a| entry.corner[a] == corner[a]) {
-            entry.first
+        let same = |b: &CachedBlock| (0..D).all(|a| b.corner[a] == corner[a]);
+        let last = cache.last.get();
+        let first = if same(&last) {
+            last.first
         } else {
-            let first = self.walk_out_of_line::<D>(q, c, activate)? << q.block_shift;
-            slot.set(CachedBlock { corner, first });
-            first
+            let slot = (0..D).fold(0, |s, a| (s << 1) | (c[a] & q.parity[a] != 0) as usize);
+            let slot = &cache.entries[slot];
+            let mut entry = slot.get();
+            if !same(&entry) {
+                let first = self.walk_out_of_line::<D>(q, c, activate)? << q.block_shift;
+                entry = CachedBlock { corner, first };
+                slot.set(entry);
+            }
+            cache.last.set(entry);
+            entry.first
         };
         // The last axis varies fastest: its bits need no shift.
         let cell = (0..D).fold(first, |cell, a| match a + 1 == D {
