@@ -932,3 +932,39 @@ fn deactivate_all_clears_every_block_handed_out() {
     }
     no_validation_messages();
 }
+
+/// An `active()` loop over leaf blocks of thousands of cells (split among workers on the
+/// CPU) visits every active cell once and no other.
+#[test]
+fn active_loops_over_large_leaf_blocks_visit_each_active_cell_once() {
+    for be in backends() {
+        for layout in [
+            Layout::<2>::root().bitmasked([64, 96]),
+            Layout::<2>::root().pointer([2, 1]).bitmasked([32, 96]),
+        ] {
+            let tree = Tree::new(&be, layout).unwrap();
+            let mut f = Field::<f32, 2>::place(&tree).unwrap();
+            let picked: Vec<IVec2> = (0..64 * 96)
+                .filter(|k| k % 7 == 0 || k % 11 == 3)
+                .map(|k| IVec2::new(k / 96, k % 96))
+                .collect();
+            let n = picked.len() as u32;
+            activate2(&mut f, &Field::from_slice(&be, [n], &picked).unwrap()).unwrap();
+            let mut active = Field::<i32, 2>::new(&be, [64, 96]).unwrap();
+            let mut value = Field::<f32, 2>::new(&be, [64, 96]).unwrap();
+            let mut visits = Field::<i32, 2>::new(&be, [64, 96]).unwrap();
+            probe2(&f, &mut active, &mut value, &mut visits).unwrap();
+            let visits = visits.download().unwrap();
+            for k in 0..64 * 96 {
+                let expected = i32::from(k % 7 == 0 || k % 11 == 3);
+                assert_eq!(
+                    visits[k as usize],
+                    expected,
+                    "cell {k} on {}",
+                    be.describe()
+                );
+            }
+        }
+    }
+    no_validation_messages();
+}

@@ -464,17 +464,26 @@ pub fn par_active<T: Elem, const D: usize, S>(
 {
     match &view.tree {
         None => par_indices(view, init, body),
-        // Block by block: a leaf block's path is checked once, not once per element.
+        // Block by block (a leaf block's path is checked once, not once per element), large
+        // blocks in pieces so that every worker gets some.
         Some(tree) => {
             let leaf = &tree.plan.levels[tree.plan.levels.len() - 1];
-            (0..leaf.capacity)
+            let cells = leaf.level.cells();
+            let piece = cells.min(PIECE);
+            let pieces = cells.div_ceil(piece) as usize;
+            (0..leaf.capacity as usize * pieces)
                 .into_par_iter()
-                .with_min_len((64 / leaf.level.cells() as usize).max(1))
-                .for_each_init(init, |state, block| {
-                    tree.for_each_active_in_block(block, |_, c| {
+                .with_min_len((64 / piece as usize).max(1))
+                .for_each_init(init, |state, k| {
+                    let (block, p) = ((k / pieces) as u32, (k % pieces) as u32);
+                    let range = p * piece..((p + 1) * piece).min(cells);
+                    tree.for_each_active_in_block(block, range, |c| {
                         body(state, <Dims as Dim<D>>::Index::from_coords(c))
                     })
                 })
         }
     }
 }
+
+/// Cells of a leaf block one worker takes at a time in an `active()` loop.
+const PIECE: u32 = 1024;

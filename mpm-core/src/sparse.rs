@@ -486,20 +486,25 @@ impl<'a> Sparse<'a> {
         None
     }
 
-    /// Calls `body` with the index and coordinates of every active element of leaf block
-    /// `block`.
-    pub fn for_each_active_in_block(&self, block: u32, mut body: impl FnMut(u64, [u32; 3])) {
+    /// Calls `body` with the coordinates of every active element among cells `cells` (local
+    /// indices, `0..` the leaf's cells per block) of leaf block `block`.
+    pub fn for_each_active_in_block(
+        &self,
+        block: u32,
+        cells: std::ops::Range<u32>,
+        mut body: impl FnMut([u32; 3]),
+    ) {
         let Some(corner) = self.leaf_block_corner(block) else {
             return;
         };
         let leaf = &self.plan.levels[self.plan.levels.len() - 1];
-        let cells = leaf.level.cells();
-        for cell in block * cells..(block + 1) * cells {
+        let first = block * leaf.level.cells();
+        for cell in first + cells.start..first + cells.end {
             if leaf.level.kind == LevelKind::Bitmasked && !self.bit(leaf.table, cell) {
                 continue;
             }
             let (_, local) = leaf.split(cell);
-            body(cell as u64, std::array::from_fn(|a| corner[a] + local[a]));
+            body(std::array::from_fn(|a| corner[a] + local[a]));
         }
     }
 
