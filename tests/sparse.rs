@@ -546,6 +546,12 @@ fn full_pool_is_a_clear_error_then_grows_and_blocks_are_reused() {
     spirv_valid();
 }
 
+/// A field of 2D cell indices, for the kernels above that take one.
+fn cell_field(be: &BackendRef, cells: &[(i32, i32)]) -> Field<IVec2> {
+    let v: Vec<IVec2> = cells.iter().map(|&(x, y)| IVec2::new(x, y)).collect();
+    Field::from_slice(be, [v.len() as u32], &v).unwrap()
+}
+
 fn check_full_pool(be: &BackendRef) {
     let be = be.clone();
     // Room for two 4x4 blocks below the pointer level.
@@ -555,16 +561,7 @@ fn check_full_pool(be: &BackendRef) {
     )
     .unwrap();
     let mut f = Field::<f32, 2>::place(&tree).unwrap();
-    let cells = |v: &[(i32, i32)]| {
-        Field::from_slice(
-            &be,
-            [v.len() as u32],
-            &v.iter()
-                .map(|(x, y)| IVec2::new(*x, *y))
-                .collect::<Vec<_>>(),
-        )
-        .unwrap()
-    };
+    let cells = |v: &[(i32, i32)]| cell_field(&be, v);
     let ones = |n: usize| Field::from_slice(&be, [n as u32], &vec![1.0f32; n]).unwrap();
     let three = cells(&[(0, 0), (5, 5), (9, 9)]);
     let err = write2(&mut f, &three, &ones(3)).expect_err("three blocks do not fit in two");
@@ -883,10 +880,7 @@ fn two_trees_in_one_launch_and_fields_outside_the_kernel() {
 #[test]
 fn deactivate_all_clears_every_block_handed_out() {
     for be in backends() {
-        let cells = |v: &[(i32, i32)]| {
-            let v: Vec<IVec2> = v.iter().map(|&(x, y)| IVec2::new(x, y)).collect();
-            Field::from_slice(&be, [v.len() as u32], &v).unwrap()
-        };
+        let cells = |v: &[(i32, i32)]| cell_field(&be, v);
         let values = |v: f32, n: usize| Field::from_slice(&be, [n as u32], &vec![v; n]).unwrap();
         for layout in [
             Layout::<2>::root().pointer([4, 4]).dense([4, 4]),
