@@ -27,8 +27,6 @@ pub struct Sparse<'a> {
 /// make the compiler repeat.
 #[derive(Clone, Copy)]
 struct Quick {
-    /// Per axis, log2 of the leaf's shape.
-    leaf_bits: [u32; 3],
     /// The leaf's activity bits, when it is bitmasked.
     leaf_table: Option<u32>,
     /// The levels above the leaf, from the root.
@@ -115,7 +113,6 @@ impl Quick {
             };
         }
         Some(Quick {
-            leaf_bits,
             leaf_table: (leaf.level.kind == LevelKind::Bitmasked).then_some(leaf.table),
             above: steps,
             depth: above.len(),
@@ -198,7 +195,7 @@ impl<'a> Sparse<'a> {
             return self.locate_general(c, activate);
         };
         let block = self.walk::<D>(q, c, activate)?;
-        self.leaf_element::<D>(q, block, c, activate)
+        self.leaf_element::<D>(q, block << q.block_shift, c, activate)
     }
 
     /// [`Sparse::locate`] through `cache`, the leaf blocks that earlier accesses of the same
@@ -236,15 +233,7 @@ impl<'a> Sparse<'a> {
             cache.last.set(entry);
             entry.first
         };
-        // The last axis varies fastest: its bits need no shift.
-        let cell = (0..D).fold(first, |cell, a| match a + 1 == D {
-            true => cell | (c[a] & q.in_block[a]),
-            false => cell | ((c[a] & q.in_block[a]) << q.cell_shift[a]),
-        });
-        match q.leaf_table {
-            Some(table) if !self.mark(table, cell, activate) => None,
-            _ => Some(cell as u64),
-        }
+        self.leaf_element::<D>(q, first, c, activate)
     }
 
     /// The leaf block holding `c`: a loop of known length unrolls.
@@ -269,16 +258,21 @@ impl<'a> Sparse<'a> {
         self.walk::<D>(q, c, activate)
     }
 
-    /// The element of `c` in leaf block `block`, marking it active in a bitmasked leaf.
+    /// The element of `c` in the leaf block whose first cell is `first`, marking it active
+    /// in a bitmasked leaf.
     #[inline(always)]
     fn leaf_element<const D: usize>(
         &self,
         q: &Quick,
-        block: u32,
+        first: u32,
         c: [u32; 3],
         activate: bool,
     ) -> Option<u64> {
-        let cell = linear::<D>(block, q.leaf_bits, |a| c[a] & ((1 << q.leaf_bits[a]) - 1));
+        // The last axis varies fastest: its bits need no shift.
+        let cell = (0..D).fold(first, |cell, a| match a + 1 == D {
+            true => cell | (c[a] & q.in_block[a]),
+            false => cell | ((c[a] & q.in_block[a]) << q.cell_shift[a]),
+        });
         match q.leaf_table {
             Some(table) if !self.mark(table, cell, activate) => None,
             _ => Some(cell as u64),
