@@ -124,7 +124,7 @@ impl<const D: usize> Tree<D> {
     /// Deactivates every cell and clears the data of every field on the tree: the blocks
     /// handed out since it was last emptied, not the whole pools.
     pub fn deactivate_all(&self) -> Result<()> {
-        let storage = self.shared.storage();
+        let storage = self.storage();
         let backend = &self.shared.backend;
         // Unknown until every write has succeeded.
         let elements = lock(&storage.handed_out)
@@ -149,12 +149,12 @@ impl<const D: usize> Tree<D> {
 
     /// The blocks each pointer level's pool holds (0 for the other levels).
     pub fn pool_capacities(&self) -> Vec<u32> {
-        self.shared.storage().plan.pool_capacities()
+        self.storage().plan.pool_capacities()
     }
 
     /// The structure's memory and, for every field placed on the tree, the elements' memory.
     pub fn memory(&self) -> Result<Memory> {
-        let storage = self.shared.storage();
+        let storage = self.storage();
         let words = storage.host_words(&self.shared.backend)?;
         let sparse = Sparse::new(&storage.plan, &words);
         let in_use_elements = sparse.elements_in_use();
@@ -175,7 +175,7 @@ impl<const D: usize> Tree<D> {
 
     /// Elements one field on the tree holds now.
     pub(crate) fn elements(&self) -> u64 {
-        self.shared.storage().plan.elements
+        self.storage().plan.elements
     }
 
     /// A field's buffer for the tree's current plan, registered for growth.
