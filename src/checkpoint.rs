@@ -14,7 +14,9 @@ use mpm_core::Elem;
 
 const MAGIC: &[u8; 8] = b"MPMCKPT\0";
 /// Bumped whenever the layout changes; older files are refused with a clear message.
-pub const VERSION: u32 = 1;
+/// Version 2: particles hold the displacement gradient `F - I` instead of `F`, and the
+/// count of particles removed so far follows the seed.
+pub const VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -207,6 +209,7 @@ pub fn save<V: Elem, M: Elem>(
     w.f32(s.dt);
     w.f32(s.speed_bound);
     w.u32(s.seed);
+    w.u64(s.removed);
     w.words(&s.status);
     w.u32(s.colliders.len() as u32);
     for c in &s.colliders {
@@ -220,7 +223,7 @@ pub fn save<V: Elem, M: Elem>(
     w.words(&p.x);
     w.words(&p.v);
     w.words(&p.c);
-    w.words(&p.f);
+    w.words(&p.grad_u);
     w.words(&p.tau);
     w.words(&p.jp);
     w.words(&p.mass);
@@ -290,6 +293,7 @@ pub fn load<V: Elem, M: Elem>(
     let dt = r.f32()?;
     let speed_bound = r.f32()?;
     let seed = r.u32()?;
+    let removed = r.u64()?;
     let status = r.words()?;
     let n = r.u32()?;
     let colliders = (0..n)
@@ -301,7 +305,7 @@ pub fn load<V: Elem, M: Elem>(
         x: r.words()?,
         v: r.words()?,
         c: r.words()?,
-        f: r.words()?,
+        grad_u: r.words()?,
         tau: r.words()?,
         jp: r.words()?,
         mass: r.words()?,
@@ -312,7 +316,7 @@ pub fn load<V: Elem, M: Elem>(
     let lens = [
         particles.v.len(),
         particles.c.len(),
-        particles.f.len(),
+        particles.grad_u.len(),
         particles.tau.len(),
         particles.jp.len(),
         particles.mass.len(),
@@ -340,6 +344,7 @@ pub fn load<V: Elem, M: Elem>(
             dt,
             speed_bound,
             seed,
+            removed,
             colliders,
             emitter_times,
         },

@@ -48,6 +48,9 @@ pub struct RunOptions {
     /// Show the run in a window (left click: emit water; right drag: push material).
     #[arg(long)]
     pub view: bool,
+    /// Print the particles' kinetic, strain and gravitational energy after every frame.
+    #[arg(long)]
+    pub energy: bool,
 }
 
 /// What a finished run reports.
@@ -58,6 +61,8 @@ pub struct Summary {
     pub particles: usize,
     pub seconds: f64,
     pub peak_bytes: usize,
+    /// Particles removed because they left the domain (beyond the walls or with none).
+    pub removed: u64,
     /// Set when Ctrl-C stopped the run; the checkpoint it left.
     pub interrupted: Option<PathBuf>,
 }
@@ -120,7 +125,7 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         _ => drive::<D3, 3>(&scene, &backend, opts, &out)?,
     };
     println!(
-        "{} frames, {} substeps of {} particles on {} in {:.2} s: {:.3e} particle-steps/s, peak memory {:.1} MiB{}",
+        "{} frames, {} substeps of {} particles on {} in {:.2} s: {:.3e} particle-steps/s, peak memory {:.1} MiB{}{}",
         summary.frames,
         summary.steps,
         summary.particles,
@@ -128,6 +133,10 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         summary.seconds,
         summary.particles as f64 * summary.steps as f64 / summary.seconds.max(1e-9),
         summary.peak_bytes as f64 / (1 << 20) as f64,
+        match summary.removed {
+            0 => String::new(),
+            n => format!("; {n} particles left the domain and were removed"),
+        },
         match &summary.interrupted {
             Some(c) => format!("; interrupted, resume with --resume {}", c.display()),
             None => String::new(),
@@ -193,6 +202,7 @@ fn drive<S: Space<D>, const D: usize>(
     );
     let start = Instant::now();
     let steps0 = solver.steps();
+    let removed0 = solver.removed();
     let mut run = Run {
         scene,
         solver,
@@ -203,6 +213,7 @@ fn drive<S: Space<D>, const D: usize>(
         peak: 0,
         bar,
         pusher: None,
+        energy: opts.energy,
         gif: scene
             .output
             .gif
@@ -235,6 +246,7 @@ fn drive<S: Space<D>, const D: usize>(
         particles: run.solver.particles.count() as usize,
         seconds: start.elapsed().as_secs_f64(),
         peak_bytes: run.peak,
+        removed: run.solver.removed() - removed0,
         interrupted,
     })
 }
@@ -252,6 +264,8 @@ struct Run<'a, S: Space<D>, const D: usize> {
     bar: ProgressBar,
     /// The collider that follows a right drag in the view.
     pusher: Option<usize>,
+    /// Print the energy report after every frame.
+    energy: bool,
     gif: Option<GifRecorder>,
 }
 
@@ -282,6 +296,25 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
             if stop.load(Ordering::SeqCst) {
                 return Ok(None);
             }
+        }
+        if self.energy {
+            let e = self.solver.energy()?;
+            // Printed around the bar, which hides itself (and its `println`) off a terminal.
+            let line = format!(
+                "frame {}: t = {:.4} s, kinetic {:.6e} (affine {:.3e}), strain {:.6e}, gravity {:.6e}, total {:.6e} J{}",
+                self.frame + 1,
+                self.solver.time(),
+                e.kinetic,
+                e.affine,
+                e.strain,
+                e.gravity,
+                e.total(),
+                match e.unmodelled {
+                    0 => String::new(),
+                    n => format!(" ({n} user-material particles without strain energy)"),
+                }
+            );
+            self.bar.suspend(|| println!("{line}"));
         }
         let (x, materials) = self.solver.positions()?;
         let n = x.len();

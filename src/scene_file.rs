@@ -85,6 +85,10 @@ pub struct Simulation {
     /// FLIP fraction (0: APIC).
     #[serde(default)]
     pub flip: f32,
+    /// Damping rate in 1/s (default 0): motion decays like exp(-damping t); for settling
+    /// quasi-static scenes.
+    #[serde(default)]
+    pub damping: f32,
     /// A fixed time step in seconds; leave out for an adaptive one.
     pub dt: Option<f32>,
     /// Adaptive stepping: CFL number (default 0.5) and largest step (default 1e-3 s).
@@ -209,6 +213,8 @@ pub struct MaterialSpec {
     pub bulk: Option<f32>,
     pub gamma: Option<f32>,
     pub viscosity: Option<f32>,
+    /// Water only: holds no tension (default true).
+    pub free_surface: Option<bool>,
     pub theta_c: Option<f32>,
     pub theta_s: Option<f32>,
     pub hardening: Option<f32>,
@@ -743,6 +749,7 @@ impl Scene {
             SplineName::Cubic => Spline::Cubic,
         };
         settings.flip = s.flip;
+        settings.damping = s.damping;
         settings.time_step = match s.dt {
             Some(dt) => TimeStep::Fixed(dt),
             None => TimeStep::Adaptive {
@@ -1029,11 +1036,17 @@ impl MaterialSpec {
             ("cohesion", self.cohesion),
         ];
         let takes: &[&str] = match self.model {
-            ModelName::Water => &["bulk", "gamma", "viscosity"],
+            ModelName::Water => &["bulk", "gamma", "viscosity", "free_surface"],
             ModelName::NeoHookean | ModelName::FixedCorotated => &["youngs", "poisson"],
             ModelName::Snow => &["youngs", "poisson", "theta_c", "theta_s", "hardening"],
             ModelName::Sand => &["youngs", "poisson", "friction_angle", "cohesion"],
         };
+        if self.free_surface.is_some() && self.model != ModelName::Water {
+            return Err(format!(
+                "material `{}`: model {:?} takes no `free_surface` (it takes {takes:?})",
+                self.name, self.model
+            ));
+        }
         if let Some((name, _)) = given
             .iter()
             .find(|(name, v)| v.is_some() && !takes.contains(name))
@@ -1070,11 +1083,15 @@ impl MaterialSpec {
                 bulk,
                 gamma,
                 viscosity,
+                free_surface,
             } => {
                 set(density, self.density);
                 set(bulk, self.bulk);
                 set(gamma, self.gamma);
                 set(viscosity, self.viscosity);
+                if let Some(f) = self.free_surface {
+                    *free_surface = f;
+                }
             }
             Material::NeoHookean {
                 density,

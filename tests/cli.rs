@@ -197,3 +197,38 @@ fn view_opens_a_window_on_a_display() {
     assert!(t.starts_with("3 frames"), "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--energy` prints one energy line per frame; the dam break's total (APIC dissipates, the
+/// walls do no work) never grows.
+#[test]
+fn energy_report_prints_every_frame() {
+    let dir = scratch("energy");
+    let o = mpm(&[
+        "run",
+        "--frames",
+        "3",
+        "--energy",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    let totals: Vec<f64> = t
+        .lines()
+        .filter(|l| l.starts_with("frame "))
+        .map(|l| {
+            let at = l.find("total ").expect("a total") + "total ".len();
+            l[at..]
+                .split_whitespace()
+                .next()
+                .expect("a number")
+                .parse()
+                .expect("a float")
+        })
+        .collect();
+    assert_eq!(totals.len(), 3, "{t}");
+    assert!(
+        totals.windows(2).all(|w| w[1] <= w[0] + 1e-3 * w[0].abs()),
+        "energy grew: {totals:?}"
+    );
+}

@@ -15,7 +15,7 @@ resolution = [32, 32]
 dt = 4e-4
 frame_time = 0.004
 frames = 6
-walls = { thickness = 2, condition = "slip", friction = 0.2 }
+walls = { thickness = 3, condition = "slip", friction = 0.2 }
 
 [[materials]]
 name = "water"
@@ -137,6 +137,7 @@ fn run(out: &std::path::Path, frames: u32, resume: Option<PathBuf>) -> commands:
         resume,
         threads: Some(2),
         view: false,
+        energy: false,
     })
     .unwrap_or_else(|e| panic!("run failed: {e}"))
 }
@@ -181,6 +182,7 @@ fn resumed_runs_continue_bit_for_bit() {
         resume: Some(damaged),
         threads: Some(1),
         view: false,
+        energy: false,
     })
     .expect_err("damaged checkpoint");
     assert!(e.to_string().contains("checksum"), "{e}");
@@ -234,6 +236,7 @@ fn runs_write_pngs_plys_previews_and_a_final_checkpoint() {
         resume: None,
         threads: None,
         view: false,
+        energy: false,
     })
     .unwrap_or_else(|e| panic!("run failed: {e}"));
     assert_eq!(summary.frames, 3);
@@ -305,6 +308,7 @@ image_size = 96
         resume: None,
         threads: None,
         view: false,
+        energy: false,
     })
     .unwrap_or_else(|e| panic!("run failed: {e}"));
     let png = image::open(out.join("frame_00001.png"))

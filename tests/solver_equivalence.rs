@@ -34,6 +34,7 @@ fn materials() -> [Material; 5] {
             bulk: 2e4,
             gamma: 7.0,
             viscosity: 0.1,
+            free_surface: true,
         },
         Material::NeoHookean {
             density: 1000.0,
@@ -149,7 +150,10 @@ fn run<S: Space<D>, const D: usize>(
     Ok((
         take(flat(mpm::core::types::to_words(&p.x.download()?)), D),
         take(flat(mpm::core::types::to_words(&p.v.download()?)), D),
-        take(flat(mpm::core::types::to_words(&p.f.download()?)), D * D),
+        take(
+            flat(mpm::core::types::to_words(&p.grad_u.download()?)),
+            D * D,
+        ),
     ))
 }
 

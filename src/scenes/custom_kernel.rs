@@ -77,10 +77,11 @@ pub fn plasticine_2d(f: Mat2, mu: f32, lambda: f32, yield_stress: f32) -> (Mat2,
 }
 
 /// The stress hook's kernel: particles of material `id` get plasticine's `F` and `tau`;
-/// every other particle is left alone (dead ones have a negative id).
+/// every other particle is left alone (dead ones have a negative id). The solver keeps the
+/// displacement gradient `F - I` per particle (see `Particles::grad_u`).
 #[kernel]
 pub fn plasticine_stress(
-    f: &mut Field<Mat2>,
+    grad_u: &mut Field<Mat2>,
     tau: &mut Field<Mat2>,
     material: &Field<i32>,
     count: u32,
@@ -91,8 +92,8 @@ pub fn plasticine_stress(
 ) {
     for p in 0..count {
         if material[p] == id {
-            let (fe, t) = plasticine_2d(f[p], mu, lambda, yield_stress);
-            f[p] = fe;
+            let (fe, t) = plasticine_2d(Mat2::IDENTITY + grad_u[p], mu, lambda, yield_stress);
+            grad_u[p] = fe - Mat2::IDENTITY;
             tau[p] = t;
         }
     }
@@ -166,7 +167,7 @@ pub fn new(backend: &BackendRef, n_grid: u32, seed: u32) -> Result<CustomKernel>
     solver.add_stress_hook(move |p: &mut Particles<Vec2, Mat2>| {
         let count = p.count();
         plasticine_stress(
-            &mut p.f,
+            &mut p.grad_u,
             &mut p.tau,
             &p.material,
             count,

@@ -111,7 +111,8 @@ mod tests {
     #[test]
     fn snow_clamps_and_hardens() {
         let f = Mat3::from_diagonal(Vec3::new(1.2, 0.9, 1.0));
-        let (fe, jp) = snow_plasticity_3d(f, 1.0, 2.5e-2, 4.5e-3);
+        let (he, jp) = snow_plasticity_3d(f - Mat3::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
+        let fe = he + Mat3::IDENTITY;
         let d = Vec3::new(fe.x_axis.x, fe.y_axis.y, fe.z_axis.z);
         assert!(
             (d - Vec3::new(1.0045, 0.975, 1.0)).abs().max_element() < 1e-4,
@@ -120,8 +121,11 @@ mod tests {
         // Plastic volume change: det(F) / det(Fe).
         assert!((jp - 1.2 * 0.9 / (1.0045 * 0.975)).abs() < 1e-4, "{jp}");
         assert!(snow_hardening(jp, 10.0) < 1.0);
-        let (fe2, jp2) = snow_plasticity_2d(Mat2::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
-        assert!(close2(fe2, Mat2::IDENTITY, 1e-5) && (jp2 - 1.0).abs() < 1e-6);
+        let (he2, jp2) = snow_plasticity_2d(Mat2::ZERO, 1.0, 2.5e-2, 4.5e-3);
+        assert!(close2(he2, Mat2::ZERO, 1e-5) && (jp2 - 1.0).abs() < 1e-6);
+        // Inside the bounds the displacement gradient comes back exactly, however small.
+        let tiny = Mat3::from_diagonal(Vec3::new(3e-8, -2e-8, 0.0));
+        assert_eq!(snow_plasticity_3d(tiny, 1.0, 2.5e-2, 4.5e-3), (tiny, 1.0));
     }
 
     #[test]
@@ -129,18 +133,19 @@ mod tests {
         let (mu, la) = lame(3.537e5, 0.3);
         let alpha = drucker_prager_alpha(30f32.to_radians());
         // Pure hydrostatic compression is inside the cone: unchanged.
-        let f = Mat3::from_diagonal(Vec3::splat(0.98));
-        assert!(close3(sand_plasticity_3d(f, mu, la, alpha, 0.0), f, 1e-4));
+        // (The models take and return the displacement gradient h = F - I.)
+        let h = Mat3::from_diagonal(Vec3::splat(-0.02));
+        assert_eq!(sand_plasticity_3d(h, mu, la, alpha, 0.0), h);
         // Expansion without cohesion: the sand falls apart (F becomes a rotation).
-        let f = Mat3::from_diagonal(Vec3::new(1.05, 1.02, 1.0));
+        let h = Mat3::from_diagonal(Vec3::new(0.05, 0.02, 0.0));
         assert!(close3(
-            sand_plasticity_3d(f, mu, la, alpha, 0.0),
-            Mat3::IDENTITY,
+            sand_plasticity_3d(h, mu, la, alpha, 0.0),
+            Mat3::ZERO,
             1e-4
         ));
         // Strong shear under light compression yields: the deviatoric strain shrinks.
-        let f = Mat2::from_diagonal(Vec2::new(1.1, 0.88));
-        let fp = sand_plasticity_2d(f, mu, la, alpha, 0.0);
+        let h = Mat2::from_diagonal(Vec2::new(0.1, -0.12));
+        let fp = sand_plasticity_2d(h, mu, la, alpha, 0.0) + Mat2::IDENTITY;
         let (sx, sy) = (fp.x_axis.x.ln(), fp.y_axis.y.ln());
         assert!(
             (sx - sy).abs() < (1.1f32.ln() - 0.88f32.ln()).abs(),

@@ -26,16 +26,19 @@ pub fn drucker_prager_alpha(friction_angle: f32) -> f32 {
     0.8164966 * 2.0 * s / (3.0 - s)
 }
 
-/// The projected deformation gradient of a 2D sand particle.
+/// The projected elastic deformation of a 2D sand particle, as the displacement gradient
+/// `F - I` (see `Particles::grad_u`); inside the cone `h` comes back untouched, since
+/// rebuilding it from the SVD would round away strains below f32's resolution.
 #[func]
-pub fn sand_plasticity_2d(f: Mat2, mu: f32, lambda: f32, alpha: f32, cohesion: f32) -> Mat2 {
-    let (u, sig, v) = svd(f);
+pub fn sand_plasticity_2d(h: Mat2, mu: f32, lambda: f32, alpha: f32, cohesion: f32) -> Mat2 {
+    let (u, sig, v) = svd(Mat2::IDENTITY + h);
     let shift = ln(1.0 + cohesion);
     let eps = vec2(ln(max(abs(sig.x), 1e-6)), ln(max(abs(sig.y), 1e-6))) - Vec2::splat(shift);
     let tr = eps.x + eps.y;
     let dev = eps - Vec2::splat(tr / 2.0);
     let dev_norm = length(dev);
     let mut projected = eps;
+    let mut yielded = true;
     if tr >= 0.0 {
         // Tension beyond the apex: no elastic strain left.
         projected = Vec2::ZERO;
@@ -43,16 +46,24 @@ pub fn sand_plasticity_2d(f: Mat2, mu: f32, lambda: f32, alpha: f32, cohesion: f
         let dgamma = dev_norm + (2.0 * lambda + 2.0 * mu) / (2.0 * mu) * tr * alpha;
         if dgamma > 0.0 {
             projected = eps - (dgamma / dev_norm) * dev;
+        } else {
+            yielded = false;
         }
+    } else {
+        yielded = false;
     }
-    let h = projected + Vec2::splat(shift);
-    u * Mat2::from_diagonal(vec2(exp(h.x), exp(h.y))) * transpose(v)
+    let mut h_new = h;
+    if yielded {
+        let e = projected + Vec2::splat(shift);
+        h_new = u * Mat2::from_diagonal(vec2(exp(e.x), exp(e.y))) * transpose(v) - Mat2::IDENTITY;
+    }
+    h_new
 }
 
-/// The projected deformation gradient of a 3D sand particle.
+/// The projected elastic deformation of a 3D sand particle, as in 2D.
 #[func]
-pub fn sand_plasticity_3d(f: Mat3, mu: f32, lambda: f32, alpha: f32, cohesion: f32) -> Mat3 {
-    let (u, sig, v) = svd(f);
+pub fn sand_plasticity_3d(h: Mat3, mu: f32, lambda: f32, alpha: f32, cohesion: f32) -> Mat3 {
+    let (u, sig, v) = svd(Mat3::IDENTITY + h);
     let shift = ln(1.0 + cohesion);
     let eps = vec3(
         ln(max(abs(sig.x), 1e-6)),
@@ -63,16 +74,26 @@ pub fn sand_plasticity_3d(f: Mat3, mu: f32, lambda: f32, alpha: f32, cohesion: f
     let dev = eps - Vec3::splat(tr / 3.0);
     let dev_norm = length(dev);
     let mut projected = eps;
+    let mut yielded = true;
     if tr >= 0.0 {
         projected = Vec3::ZERO;
     } else if dev_norm > 1e-12 {
         let dgamma = dev_norm + (3.0 * lambda + 2.0 * mu) / (2.0 * mu) * tr * alpha;
         if dgamma > 0.0 {
             projected = eps - (dgamma / dev_norm) * dev;
+        } else {
+            yielded = false;
         }
+    } else {
+        yielded = false;
     }
-    let h = projected + Vec3::splat(shift);
-    u * Mat3::from_diagonal(vec3(exp(h.x), exp(h.y), exp(h.z))) * transpose(v)
+    let mut h_new = h;
+    if yielded {
+        let e = projected + Vec3::splat(shift);
+        h_new = u * Mat3::from_diagonal(vec3(exp(e.x), exp(e.y), exp(e.z))) * transpose(v)
+            - Mat3::IDENTITY;
+    }
+    h_new
 }
 
 /// Kirchhoff stress of St. Venant-Kirchhoff in Hencky strain, the elastic law under sand's

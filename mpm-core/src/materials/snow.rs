@@ -8,21 +8,33 @@ use glam::{Mat2, Mat3, Vec2, Vec3};
 
 use crate::func;
 
-/// The projected elastic deformation gradient and the new plastic volume ratio.
+/// The projected elastic deformation, both as the displacement gradient `F - I` (see
+/// `Particles::grad_u`), and the new plastic volume ratio. A step that clamps nothing returns
+/// `h` itself: rebuilding it from the SVD would round away strains below f32's resolution.
 #[func]
-pub fn snow_plasticity_2d(f: Mat2, jp: f32, theta_c: f32, theta_s: f32) -> (Mat2, f32) {
-    let (u, sig, v) = svd(f);
+pub fn snow_plasticity_2d(h: Mat2, jp: f32, theta_c: f32, theta_s: f32) -> (Mat2, f32) {
+    let (u, sig, v) = svd(Mat2::IDENTITY + h);
     let clamped = clamp(sig, Vec2::splat(1.0 - theta_c), Vec2::splat(1.0 + theta_s));
-    let new_jp = jp * (sig.x * sig.y) / (clamped.x * clamped.y);
-    (u * Mat2::from_diagonal(clamped) * transpose(v), new_jp)
+    let mut h_new = h;
+    let mut jp_new = jp;
+    if clamped.x != sig.x || clamped.y != sig.y {
+        jp_new = jp * (sig.x * sig.y) / (clamped.x * clamped.y);
+        h_new = u * Mat2::from_diagonal(clamped) * transpose(v) - Mat2::IDENTITY;
+    }
+    (h_new, jp_new)
 }
 
 #[func]
-pub fn snow_plasticity_3d(f: Mat3, jp: f32, theta_c: f32, theta_s: f32) -> (Mat3, f32) {
-    let (u, sig, v) = svd(f);
+pub fn snow_plasticity_3d(h: Mat3, jp: f32, theta_c: f32, theta_s: f32) -> (Mat3, f32) {
+    let (u, sig, v) = svd(Mat3::IDENTITY + h);
     let clamped = clamp(sig, Vec3::splat(1.0 - theta_c), Vec3::splat(1.0 + theta_s));
-    let new_jp = jp * (sig.x * sig.y * sig.z) / (clamped.x * clamped.y * clamped.z);
-    (u * Mat3::from_diagonal(clamped) * transpose(v), new_jp)
+    let mut h_new = h;
+    let mut jp_new = jp;
+    if clamped.x != sig.x || clamped.y != sig.y || clamped.z != sig.z {
+        jp_new = jp * (sig.x * sig.y * sig.z) / (clamped.x * clamped.y * clamped.z);
+        h_new = u * Mat3::from_diagonal(clamped) * transpose(v) - Mat3::IDENTITY;
+    }
+    (h_new, jp_new)
 }
 
 /// The hardening factor applied to the Lamé parameters.

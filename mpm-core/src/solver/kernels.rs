@@ -158,6 +158,8 @@ macro_rules! mls_mpm {
         neo_hookean: $neo:ident, fixed_corotated: $fcr:ident, water: $water:ident,
         snow: $snow:ident, sand: $sand:ident, hencky: $hencky:ident,
         boundary: $boundary:ident, collide: $collide:ident, walls: $walls:ident,
+        keep_out: $keep_out:ident, volume_change: $volume_change:ident,
+        root_change: $root_change:ident,
         constitutive: $constitutive:ident, init_stress: $init:ident,
         substeps: [$(($substep:ident, $support:literal, $depth:literal)),*],
     ) => {
@@ -230,7 +232,10 @@ macro_rules! mls_mpm {
             out
         }
 
-        /// Domain walls `thickness` cells thick on every side of a grid of `res` cells.
+        /// Domain walls `thickness` cells thick on every side of a grid of `res` cells (none
+        /// for 0): the nodes `cell <= thickness` and `cell >= res - thickness` along any axis
+        /// take the walls' condition, mirror images about the domain's centre. See `Walls`
+        /// for where the surfaces lie.
         #[func]
         pub fn $walls(
             cell: $IV,
@@ -241,27 +246,83 @@ macro_rules! mls_mpm {
             friction: f32,
         ) -> $V {
             let mut out = v;
-            for a in 0..$dim {
-                let mut n = $V::ZERO;
-                if cell[a] < thickness {
-                    n[a] = 1.0;
-                    out = $boundary(out, n, $V::ZERO, condition, friction);
-                } else if cell[a] >= res[a] - thickness {
-                    n[a] = -1.0;
-                    out = $boundary(out, n, $V::ZERO, condition, friction);
+            if thickness > 0 {
+                for a in 0..$dim {
+                    let mut n = $V::ZERO;
+                    if cell[a] <= thickness {
+                        n[a] = 1.0;
+                        out = $boundary(out, n, $V::ZERO, condition, friction);
+                    } else if cell[a] >= res[a] - thickness {
+                        n[a] = -1.0;
+                        out = $boundary(out, n, $V::ZERO, condition, friction);
+                    }
                 }
             }
             out
         }
 
-        /// One particle's constitutive update: plasticity projects the trial deformation
-        /// gradient `f`, then the Kirchhoff stress follows. Returns `(F, tau, Jp)`. `elastic`
-        /// is `(mu, lambda, -, -)`, `params` the material's own (see `Material`). User
-        /// materials keep `tau`, which their hook writes.
+        /// Puts a particle that crossed a wall's surface, half a cell behind the last held
+        /// nodes (see `Walls`), back on it, and applies the walls' condition to its velocity
+        /// there (the grid's wall nodes alone let a fast particle sink into the wall).
+        /// Returns the new position and velocity.
+        #[func]
+        pub fn $keep_out(
+            x: $V,
+            v: $V,
+            res: $IV,
+            dx: f32,
+            thickness: i32,
+            condition: i32,
+            friction: f32,
+        ) -> ($V, $V) {
+            let mut xo = x;
+            let mut vo = v;
+            if thickness > 0 {
+                for a in 0..$dim {
+                    let low = (thickness as f32 - 0.5) * dx;
+                    let high = (res[a] - thickness) as f32 * dx + 0.5 * dx;
+                    let mut n = $V::ZERO;
+                    if xo[a] < low {
+                        xo[a] = low;
+                        n[a] = 1.0;
+                        vo = $boundary(vo, n, $V::ZERO, condition, friction);
+                    } else if xo[a] > high {
+                        xo[a] = high;
+                        n[a] = -1.0;
+                        vo = $boundary(vo, n, $V::ZERO, condition, friction);
+                    }
+                }
+            }
+            (xo, vo)
+        }
+
+        /// `det(I + h) - 1`, the volume change of a displacement gradient `h = F - I`, from
+        /// `h`'s invariants: `tr h + det h` in 2D, plus the sum of the principal 2x2 minors,
+        /// `(tr(h)^2 - tr(h h)) / 2`, in 3D. Forming `det(F) - 1` instead would round changes
+        /// below f32's 6e-8 at 1 away.
+        #[func]
+        pub fn $volume_change(h: $M) -> f32 {
+            let t = trace(h);
+            let is_3d = $dim as f32 - 2.0;
+            t + is_3d * 0.5 * (t * t - trace(h * h)) + determinant(h)
+        }
+
+        /// `J^(1/d) - 1` for `J = 1 + dj`, without cancellation: `(r - 1)(1 + r [+ r^2]) = dj`.
+        #[func]
+        pub fn $root_change(dj: f32) -> f32 {
+            let r = pow(max(1.0 + dj, 0.0), $inv_dim);
+            let is_3d = $dim as f32 - 2.0;
+            dj / (1.0 + r + is_3d * r * r)
+        }
+
+        /// One particle's constitutive update: plasticity projects the trial displacement
+        /// gradient `h = F - I`, then the Kirchhoff stress follows. Returns `(h, tau, Jp)`.
+        /// `elastic` is `(mu, lambda, -, -)`, `params` the material's own (see `Material`).
+        /// User materials keep `tau`, which their hook writes.
         #[func]
         pub fn $constitutive(
             kind: i32,
-            f: $M,
+            h: $M,
             c: $M,
             tau: $M,
             jp: f32,
@@ -270,47 +331,51 @@ macro_rules! mls_mpm {
         ) -> ($M, $M, f32) {
             let mu = elastic.x;
             let lambda = elastic.y;
-            let mut f_new = f;
+            let mut h_new = h;
             let mut tau_new = tau;
             let mut jp_new = jp;
             if kind == WATER {
-                // Water keeps only its volume: shear in F would never relax.
-                let j = determinant(f);
-                f_new = $M::from_diagonal($V::splat(pow(max(j, 0.0), $inv_dim)));
-                tau_new = $water(j, c, params.x, params.y, params.z);
+                // Water keeps only its volume: shear in F would never relax. With a free
+                // surface (params.w) it holds no tension: J never exceeds 1.
+                let mut dj = $volume_change(h);
+                if params.w > 0.0 {
+                    dj = min(dj, 0.0);
+                }
+                h_new = $M::from_diagonal($V::splat($root_change(dj)));
+                tau_new = $water(1.0 + dj, c, params.x, params.y, params.z);
             } else if kind == NEO_HOOKEAN {
-                tau_new = $neo(f, mu, lambda);
+                tau_new = $neo($M::IDENTITY + h, mu, lambda);
             } else if kind == FIXED_COROTATED {
-                tau_new = $fcr(f, mu, lambda);
+                tau_new = $fcr($M::IDENTITY + h, mu, lambda);
             } else if kind == SNOW {
-                let (fp, jp_p) = $snow(f, jp, params.x, params.y);
-                f_new = fp;
+                let (hp, jp_p) = $snow(h, jp, params.x, params.y);
+                h_new = hp;
                 jp_new = jp_p;
-                let h = snow_hardening(jp_p, params.z);
-                tau_new = $fcr(fp, mu * h, lambda * h);
+                let hardening = snow_hardening(jp_p, params.z);
+                tau_new = $fcr($M::IDENTITY + hp, mu * hardening, lambda * hardening);
             } else if kind == SAND {
-                f_new = $sand(f, mu, lambda, params.x, params.y);
-                tau_new = $hencky(f_new, mu, lambda);
+                h_new = $sand(h, mu, lambda, params.x, params.y);
+                tau_new = $hencky($M::IDENTITY + h_new, mu, lambda);
             }
-            (f_new, tau_new, jp_new)
+            (h_new, tau_new, jp_new)
         }
 
         $(
         /// One substep: clear the grid, scatter particles (P2G), update grid velocities
-        /// (gravity, colliders, walls), gather back (G2P, APIC with a FLIP blend), update
-        /// deformation and stress. Particles with a negative material id are dead.
+        /// (gravity, damping, colliders, walls), gather back (G2P, APIC with a FLIP blend),
+        /// keep particles out of the walls, update deformation and stress. Particles with a
+        /// negative material id are dead.
         ///
-        /// `dinv` is the inverse of APIC's inertia-like tensor, `4 / dx^2` for quadratic and
-        /// `3 / dx^2` for cubic splines (Jiang et al. 2015, "The affine particle-in-cell
-        /// method"). A particle that ends outside `margin` cells of the border is marked dead
-        /// and counted in `status[4]`; a non-finite or too fast one is reported in
-        /// `status[0..4]`.
+        /// FLIP's increment is the grid velocity's change over the whole step, stress
+        /// included, so `grid_v0` holds the particles' momentum over mass without the stress
+        /// impulse (which MLS-MPM folds into P2G); it is scattered only when `flip > 0`.
+
         #[kernel]
         pub fn $substep(
             x: &mut Field<$V>,
             v: &mut Field<$V>,
             c: &mut Field<$M>,
-            f: &mut Field<$M>,
+            grad_u: &mut Field<$M>,
             tau: &mut Field<$M>,
             jp: &mut Field<f32>,
             mass: &Field<f32>,
@@ -332,6 +397,7 @@ macro_rules! mls_mpm {
             dx: f32,
             dinv: f32,
             gravity: $V,
+            damping: f32,
             flip: f32,
             n_colliders: i32,
             wall_thickness: i32,
@@ -353,13 +419,15 @@ macro_rules! mls_mpm {
                 grid_m[cell] = 0.0;
             }
             for p in 0..count {
-                if material[p] >= 0 {
+                let id = material[p];
+                if id >= 0 {
                     let (base, fx, w) = $stencil(x[p] * inv_dx, support);
                     let wx = w[0];
                     let wy = w[1];
                     let wz = w[2];
                     let m = mass[p];
-                    let affine = (-dt * vol[p] * dinv) * tau[p] + m * c[p];
+                    let apic = m * c[p];
+                    let affine = (-dt * vol[p] * dinv) * tau[p] + apic;
                     let momentum = m * v[p];
                     for i in 0..support {
                         for k in 0..support {
@@ -369,6 +437,9 @@ macro_rules! mls_mpm {
                                 let dpos = (o.$as_vec() - fx) * dx;
                                 grid_v[base + o] += weight * (momentum + affine * dpos);
                                 grid_m[base + o] += weight * m;
+                                if flip > 0.0 {
+                                    grid_v0[base + o] += weight * (momentum + apic * dpos);
+                                }
                             }
                         }
                     }
@@ -377,8 +448,8 @@ macro_rules! mls_mpm {
             for cell in grid_m.active() {
                 let m = grid_m[cell];
                 if m > 0.0 {
-                    let v0 = grid_v[cell] / m;
-                    let mut gv = v0 + dt * gravity;
+                    // Implicit damping: unconditionally stable, and zero at rest.
+                    let mut gv = (grid_v[cell] / m + dt * gravity) / (1.0 + dt * damping);
                     let xn = cell.$as_vec() * dx;
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
@@ -394,7 +465,7 @@ macro_rules! mls_mpm {
                     gv = $walls(cell, gv, res, wall_thickness, wall_condition, wall_friction);
                     grid_v[cell] = gv;
                     if flip > 0.0 {
-                        grid_v0[cell] = v0;
+                        grid_v0[cell] = grid_v0[cell] / m;
                     }
                 }
             }
@@ -424,10 +495,20 @@ macro_rules! mls_mpm {
                         }
                     }
                     let new_c = dinv * b;
-                    let new_v = (1.0 - flip) * v_pic + flip * (v[p] + v_change);
-                    let new_x = x[p] + dt * v_pic;
-                    let trial = ($M::IDENTITY + dt * new_c) * f[p];
-                    let (f_new, tau_new, jp_new) = $constitutive(
+                    let (new_x, new_v) = $keep_out(
+                        x[p] + dt * v_pic,
+                        (1.0 - flip) * v_pic + flip * (v[p] + v_change),
+                        res,
+                        dx,
+                        wall_thickness,
+                        wall_condition,
+                        wall_friction,
+                    );
+                    // F' = (I + dt C) F, updated by its increment on h = F - I so that
+                    // strain increments below f32's resolution at 1 are kept.
+                    let dt_c = dt * new_c;
+                    let trial = grad_u[p] + dt_c + dt_c * grad_u[p];
+                    let (h_new, tau_new, jp_new) = $constitutive(
                         kinds[id],
                         trial,
                         new_c,
@@ -478,7 +559,7 @@ macro_rules! mls_mpm {
                     v[p] = new_v;
                     x[p] = new_x;
                     c[p] = new_c;
-                    f[p] = f_new;
+                    grad_u[p] = h_new;
                     tau[p] = tau_new;
                     jp[p] = jp_new;
                 }
@@ -489,7 +570,7 @@ macro_rules! mls_mpm {
         /// The stress of particles `start..end` from their current state (run on new ones).
         #[kernel]
         pub fn $init(
-            f: &mut Field<$M>,
+            grad_u: &mut Field<$M>,
             c: &Field<$M>,
             tau: &mut Field<$M>,
             jp: &mut Field<f32>,
@@ -503,16 +584,16 @@ macro_rules! mls_mpm {
             for p in start..end {
                 let id = material[p];
                 if id >= 0 {
-                    let (f_new, tau_new, jp_new) = $constitutive(
+                    let (h_new, tau_new, jp_new) = $constitutive(
                         kinds[id],
-                        f[p],
+                        grad_u[p],
                         c[p],
                         tau[p],
                         jp[p],
                         elastic[id],
                         params[id],
                     );
-                    f[p] = f_new;
+                    grad_u[p] = h_new;
                     tau[p] = tau_new;
                     jp[p] = jp_new;
                 }
@@ -527,7 +608,8 @@ mls_mpm! {
     stencil: stencil_2d, offset: offset_2d, row: row_2d,
     neo_hookean: neo_hookean_2d, fixed_corotated: fixed_corotated_2d, water: water_stress_2d,
     snow: snow_plasticity_2d, sand: sand_plasticity_2d, hencky: hencky_stress_2d,
-    boundary: boundary_2d, collide: collide_2d, walls: walls_2d,
+    boundary: boundary_2d, collide: collide_2d, walls: walls_2d, keep_out: keep_out_2d,
+    volume_change: volume_change_2d, root_change: root_change_2d,
     constitutive: constitutive_2d, init_stress: init_stress_2d,
     substeps: [(substep_2d_quadratic, 3, 1), (substep_2d_cubic, 4, 1)],
 }
@@ -538,7 +620,8 @@ mls_mpm! {
     stencil: stencil_3d, offset: offset_3d, row: row_3d,
     neo_hookean: neo_hookean_3d, fixed_corotated: fixed_corotated_3d, water: water_stress_3d,
     snow: snow_plasticity_3d, sand: sand_plasticity_3d, hencky: hencky_stress_3d,
-    boundary: boundary_3d, collide: collide_3d, walls: walls_3d,
+    boundary: boundary_3d, collide: collide_3d, walls: walls_3d, keep_out: keep_out_3d,
+    volume_change: volume_change_3d, root_change: root_change_3d,
     constitutive: constitutive_3d, init_stress: init_stress_3d,
     substeps: [(substep_3d_quadratic, 3, 3), (substep_3d_cubic, 4, 4)],
 }

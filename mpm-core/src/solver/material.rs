@@ -16,6 +16,11 @@ pub enum Material {
         bulk: f32,
         gamma: f32,
         viscosity: f32,
+        /// Water that holds no tension: `J` is clamped to at most 1, so pressure never goes
+        /// negative and water neither hangs from walls nor sticks together in jets (the
+        /// density threshold of Taichi's tuning advice). Off, Tait's law pulls expanded
+        /// water back together, as a liquid with surface cohesion would.
+        free_surface: bool,
     },
     /// Neo-Hookean elastic solid.
     NeoHookean {
@@ -65,13 +70,15 @@ pub enum Material {
 
 impl Material {
     /// Water as in Taichi's examples' scale: density 1000, bulk modulus 1e5 (a tenth of real
-    /// water's stiffness divided by gamma keeps the sound speed near 26 m/s), gamma 7.
+    /// water's stiffness divided by gamma keeps the sound speed near 26 m/s), gamma 7, with
+    /// a free surface (no tension).
     pub fn water() -> Self {
         Material::Water {
             density: 1000.0,
             bulk: 1e5,
             gamma: 7.0,
             viscosity: 0.0,
+            free_surface: true,
         }
     }
 
@@ -251,11 +258,17 @@ impl Material {
                 bulk,
                 gamma,
                 viscosity,
+                free_surface,
                 ..
             } => (
                 kernels::WATER,
                 elastic,
-                Vec4::new(*bulk, *gamma, *viscosity, 0.0),
+                Vec4::new(
+                    *bulk,
+                    *gamma,
+                    *viscosity,
+                    f32::from(u8::from(*free_surface)),
+                ),
             ),
             Material::NeoHookean { .. } => (kernels::NEO_HOOKEAN, elastic, Vec4::ZERO),
             Material::FixedCorotated { .. } => (kernels::FIXED_COROTATED, elastic, Vec4::ZERO),

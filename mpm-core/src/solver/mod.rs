@@ -8,6 +8,7 @@
 //! of particles of a `Material::User` with a kernel of their own (`add_stress_hook`).
 
 pub mod boundary;
+mod energy;
 pub mod kernels;
 pub mod material;
 pub mod particles;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use glam::Vec4;
 
 pub use boundary::{Collider, Condition, Shape, Walls};
+pub use energy::Energy;
 pub use material::{Material, MaterialId, MaterialTable};
 pub use particles::{HostParticles, Particles};
 pub use seeding::{Region, Sampling};
@@ -74,6 +76,10 @@ pub struct Settings<const D: usize> {
     pub spline: Spline,
     /// FLIP fraction of the particle velocity update (0: pure APIC).
     pub flip: f32,
+    /// Damping rate in 1/s: grid velocities are divided by `1 + damping * dt` every substep,
+    /// so motion decays like `exp(-damping t)` while a body at rest feels nothing. For
+    /// settling quasi-static problems; 0 (the default) for dynamics.
+    pub damping: f32,
     pub time_step: TimeStep,
     pub walls: Walls,
     pub grid: GridLayout,
@@ -95,6 +101,7 @@ impl<const D: usize> Settings<D> {
             gravity,
             spline: Spline::Quadratic,
             flip: 0.0,
+            damping: 0.0,
             time_step: TimeStep::Fixed(dt),
             walls: Walls::default(),
             grid: GridLayout::Dense,
@@ -121,6 +128,12 @@ impl<const D: usize> Settings<D> {
         if !(0.0..=1.0).contains(&self.flip) {
             return bad(format!("flip = {} must lie in [0, 1]", self.flip));
         }
+        if !(self.damping.is_finite() && self.damping >= 0.0) {
+            return bad(format!(
+                "damping = {} must be finite and >= 0",
+                self.damping
+            ));
+        }
         match self.time_step {
             TimeStep::Fixed(dt) if !(dt.is_finite() && dt > 0.0) => {
                 return bad(format!("time step {dt} must be finite and > 0"))
@@ -135,6 +148,14 @@ impl<const D: usize> Settings<D> {
             _ => {}
         }
         self.walls.condition.code()?;
+        if matches!(self.walls.thickness, 1 | 2) {
+            return bad(format!(
+                "walls {} cells thick: walls are 0 (none) or at least 3 cells thick, so that \
+                 their surfaces ({} cells in) clear the 2 cells of border particles need",
+                self.walls.thickness,
+                self.walls.thickness as f32 - 0.5
+            ));
+        }
         if 2 * self.walls.thickness + 4 > *self.res.iter().min().unwrap_or(&0) {
             return bad(format!(
                 "walls {} cells thick leave no room in a grid of {:?}",
@@ -248,6 +269,8 @@ pub struct Solver<S: Space<D>, const D: usize> {
     /// An upper bound of the particle speed after the last substep (adaptive stepping).
     speed_bound: f32,
     seed: u32,
+    /// Particles removed so far because they left the domain.
+    removed: u64,
 }
 
 impl<S: Space<D>, const D: usize> Solver<S, D> {
@@ -274,6 +297,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             dt,
             speed_bound: 0.0,
             seed: 0,
+            removed: 0,
             backend: backend.clone(),
             settings,
         })
@@ -295,6 +319,13 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// Simulated time so far, in seconds.
     pub fn time(&self) -> f64 {
         self.time
+    }
+
+    /// Particles removed so far because they left the domain (beyond two cells of the
+    /// border; walls keep particles in, so this counts only what passes walls 0 or 1
+    /// cell thick or colliders). Counted at each check.
+    pub fn removed(&self) -> u64 {
+        self.removed
     }
 
     /// The last substep's time step.
@@ -396,6 +427,15 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         result
     }
 
+    /// Recomputes every particle's stress from its deformation: call it after writing
+    /// particle fields directly (say a prestressed initial state in `grad_u`), so that the
+    /// next substep does not scatter the old stress.
+    pub fn update_stress(&mut self) -> Result<()> {
+        let count = self.particles.count();
+        S::init_stress(&mut self.particles, &self.materials, 0, count)?;
+        self.run_hooks()
+    }
+
     /// Fills `region` with particles of `material` moving at `velocity`; returns how many
     /// were added.
     pub fn add_particles(
@@ -466,7 +506,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         let (lo, hi) = self.interior();
         if let Some(p) = positions
             .iter()
-            .find(|p| !(0..D).all(|a| p[a] >= lo[a] && p[a] < hi[a]))
+            .find(|p| !(0..D).all(|a| p[a] >= lo[a] && p[a] <= hi[a]))
         {
             return Err(Error::InvalidParameter(format!(
                 "particle at {p:?} lies outside the domain's interior {lo:?}..{hi:?}"
@@ -480,7 +520,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             x: positions.iter().map(|p| S::vector(*p)).collect(),
             v: velocities.iter().map(|v| S::vector(*v)).collect(),
             c: vec![S::M::zero(); n],
-            f: vec![S::IDENTITY; n],
+            grad_u: vec![S::M::zero(); n],
             tau: vec![S::M::zero(); n],
             jp: vec![1.0; n],
             mass: vec![density * volume; n],
@@ -502,12 +542,14 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         self.run_hooks()
     }
 
-    /// Where particles may be: two cells clear of the border, so every stencil fits.
+    /// Where particles may be: two cells clear of the border, so every stencil fits, and
+    /// not behind the walls' surfaces (see [`Walls`]).
     pub fn interior(&self) -> ([f32; D], [f32; D]) {
         let dx = self.settings.dx;
+        let clear = MARGIN.max(self.settings.walls.thickness as f32 - 0.5);
         (
-            [MARGIN * dx; D],
-            std::array::from_fn(|a| (self.settings.res[a] as f32 - MARGIN) * dx),
+            [clear * dx; D],
+            std::array::from_fn(|a| (self.settings.res[a] as f32 - clear) * dx),
         )
     }
 
@@ -573,6 +615,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 Spline::Cubic => 3.0,
             } / (s.dx * s.dx),
             gravity: s.gravity,
+            damping: s.damping,
             flip: s.flip,
             n_colliders: self.colliders.len() as i32,
             walls: s.walls.condition.code()?,
@@ -644,12 +687,46 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             });
         }
         if status[4] > 0 {
+            self.removed += status[4] as u64;
             let mut host = self.particles.download()?;
             host.retain_alive();
             self.particles.upload(&host)?;
             self.status.fill(0)?;
         }
         Ok(())
+    }
+
+    /// Kinetic, strain and gravitational energy of the live particles (downloads them; see
+    /// [`Energy`] for what each term holds).
+    pub fn energy(&mut self) -> Result<Energy> {
+        self.check()?;
+        let host = self.particles.download()?;
+        let pad = |a: &[f32]| {
+            glam::DVec3::from_array(std::array::from_fn(|i| a.get(i).map_or(0.0, |&c| c as f64)))
+        };
+        let gravity = pad(&self.settings.gravity);
+        let dx = self.settings.dx as f64;
+        let inertia = match self.settings.spline {
+            Spline::Quadratic => dx * dx / 4.0,
+            Spline::Cubic => dx * dx / 3.0,
+        };
+        let mut sum = Energy::default();
+        for i in 0..host.len() {
+            let Some(material) = self.materials.get(MaterialId(host.material[i])) else {
+                continue;
+            };
+            let state = energy::ParticleState {
+                x: pad(&S::components(host.x[i])),
+                v: pad(&S::components(host.v[i])),
+                c: S::padded(host.c[i]),
+                grad_u: S::padded(host.grad_u[i]),
+                jp: host.jp[i] as f64,
+                mass: host.mass[i] as f64,
+                vol: host.vol[i] as f64,
+            };
+            energy::add(&mut sum, material, &state, gravity, inertia);
+        }
+        Ok(sum)
     }
 
     /// Positions and material ids of the live particles.
@@ -674,6 +751,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             dt: self.dt,
             speed_bound: self.speed_bound,
             seed: self.seed,
+            removed: self.removed,
             colliders: self.colliders.clone(),
             emitter_times: self.emitters.iter().map(|(_, next)| *next).collect(),
         })
@@ -709,6 +787,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         self.dt = s.dt;
         self.speed_bound = s.speed_bound;
         self.seed = s.seed;
+        self.removed = s.removed;
         self.colliders = s.colliders;
         for ((_, next), t) in self.emitters.iter_mut().zip(s.emitter_times) {
             *next = t;
@@ -806,6 +885,7 @@ pub struct Snapshot<V, M> {
     pub dt: f32,
     pub speed_bound: f32,
     pub seed: u32,
+    pub removed: u64,
     pub colliders: Vec<Collider>,
     pub emitter_times: Vec<f64>,
 }
@@ -832,6 +912,7 @@ pub struct StepScalars<const D: usize> {
     pub dx: f32,
     pub dinv: f32,
     pub gravity: [f32; D],
+    pub damping: f32,
     pub flip: f32,
     pub n_colliders: i32,
     /// `(condition, friction)` of the walls.

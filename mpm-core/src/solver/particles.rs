@@ -9,8 +9,10 @@ pub struct Particles<V: Elem, M: Elem> {
     pub v: Field<V>,
     /// APIC's affine velocity (the velocity gradient).
     pub c: Field<M>,
-    /// Elastic deformation gradient.
-    pub f: Field<M>,
+    /// The elastic deformation as the displacement gradient `F - I` (`F` the elastic
+    /// deformation gradient). Stored instead of `F` because near `F = I` an f32 keeps only
+    /// increments above 6e-8: a slow strain rate would never accumulate in `F`.
+    pub grad_u: Field<M>,
     /// Kirchhoff stress, written after each substep and read by the next P2G.
     pub tau: Field<M>,
     /// Plastic volume ratio (snow hardening).
@@ -28,7 +30,7 @@ pub struct HostParticles<V, M> {
     pub x: Vec<V>,
     pub v: Vec<V>,
     pub c: Vec<M>,
-    pub f: Vec<M>,
+    pub grad_u: Vec<M>,
     pub tau: Vec<M>,
     pub jp: Vec<f32>,
     pub mass: Vec<f32>,
@@ -42,7 +44,7 @@ impl<V, M> Default for HostParticles<V, M> {
             x: Vec::new(),
             v: Vec::new(),
             c: Vec::new(),
-            f: Vec::new(),
+            grad_u: Vec::new(),
             tau: Vec::new(),
             jp: Vec::new(),
             mass: Vec::new(),
@@ -66,7 +68,7 @@ impl<V: Elem, M: Elem> HostParticles<V, M> {
         self.x.append(&mut other.x);
         self.v.append(&mut other.v);
         self.c.append(&mut other.c);
-        self.f.append(&mut other.f);
+        self.grad_u.append(&mut other.grad_u);
         self.tau.append(&mut other.tau);
         self.jp.append(&mut other.jp);
         self.mass.append(&mut other.mass);
@@ -84,7 +86,7 @@ impl<V: Elem, M: Elem> HostParticles<V, M> {
         filter(&mut self.x, &keep);
         filter(&mut self.v, &keep);
         filter(&mut self.c, &keep);
-        filter(&mut self.f, &keep);
+        filter(&mut self.grad_u, &keep);
         filter(&mut self.tau, &keep);
         filter(&mut self.jp, &keep);
         filter(&mut self.mass, &keep);
@@ -101,7 +103,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
             x: Field::new(backend, n)?,
             v: Field::new(backend, n)?,
             c: Field::new(backend, n)?,
-            f: Field::new(backend, n)?,
+            grad_u: Field::new(backend, n)?,
             tau: Field::new(backend, n)?,
             jp: Field::new(backend, n)?,
             mass: Field::new(backend, n)?,
@@ -125,7 +127,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
         self.x.bytes()
             + self.v.bytes()
             + self.c.bytes()
-            + self.f.bytes()
+            + self.grad_u.bytes()
             + self.tau.bytes()
             + self.jp.bytes()
             + self.mass.bytes()
@@ -144,7 +146,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
             x: take(self.x.download()?, n),
             v: take(self.v.download()?, n),
             c: take(self.c.download()?, n),
-            f: take(self.f.download()?, n),
+            grad_u: take(self.grad_u.download()?, n),
             tau: take(self.tau.download()?, n),
             jp: take(self.jp.download()?, n),
             mass: take(self.mass.download()?, n),
@@ -185,7 +187,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
         self.x.upload(&padded(&host.x, cap))?;
         self.v.upload(&padded(&host.v, cap))?;
         self.c.upload(&padded(&host.c, cap))?;
-        self.f.upload(&padded(&host.f, cap))?;
+        self.grad_u.upload(&padded(&host.grad_u, cap))?;
         self.tau.upload(&padded(&host.tau, cap))?;
         self.jp.upload(&padded(&host.jp, cap))?;
         self.mass.upload(&padded(&host.mass, cap))?;

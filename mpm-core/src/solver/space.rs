@@ -1,6 +1,6 @@
 //! What differs between 2D and 3D on the host: the vector types and which kernels run.
 
-use glam::{IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
+use glam::{DMat3, IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
 
 use super::kernels::{
     init_stress_2d, init_stress_3d, substep_2d_cubic, substep_2d_quadratic, substep_3d_cubic,
@@ -16,6 +16,8 @@ pub trait Space<const D: usize>: 'static {
     const IDENTITY: Self::M;
     fn vector(a: [f32; D]) -> Self::V;
     fn components(v: Self::V) -> [f32; D];
+    /// A matrix in f64, padded with zeros to 3x3.
+    fn padded(m: Self::M) -> DMat3;
 
     #[allow(clippy::too_many_arguments)]
     fn substep(
@@ -49,7 +51,7 @@ macro_rules! substep_call {
             &mut $p.x,
             &mut $p.v,
             &mut $p.c,
-            &mut $p.f,
+            &mut $p.grad_u,
             &mut $p.tau,
             &mut $p.jp,
             &$p.mass,
@@ -71,6 +73,7 @@ macro_rules! substep_call {
             $s.dx,
             $s.dinv,
             $V::from_array($s.gravity),
+            $s.damping,
             $s.flip,
             $s.n_colliders,
             $s.wall_thickness,
@@ -98,6 +101,17 @@ macro_rules! space {
                 v.to_array()
             }
 
+            fn padded(m: $M) -> DMat3 {
+                let a = m.to_cols_array();
+                let mut out = [0.0f64; 9];
+                for col in 0..$d {
+                    for row in 0..$d {
+                        out[3 * col + row] = a[$d * col + row] as f64;
+                    }
+                }
+                DMat3::from_cols_array(&out)
+            }
+
             fn substep(
                 p: &mut Particles<$V, $M>,
                 grid: &mut Grid<$V, $d>,
@@ -121,7 +135,7 @@ macro_rules! space {
                 end: u32,
             ) -> Result<()> {
                 $init(
-                    &mut p.f,
+                    &mut p.grad_u,
                     &p.c,
                     &mut p.tau,
                     &mut p.jp,
