@@ -733,6 +733,12 @@ fn dam_break_water_does_not_hang_from_the_ceiling() {
             .map(|(x, _)| x)
             .collect();
         let high = ours.iter().filter(|p| p[1] > 0.75 * height).count();
+        let (lo, hi) = s.interior();
+        assert!(
+            x.iter()
+                .all(|p| (0..2).all(|a| p[a] >= lo[a] && p[a] <= hi[a])),
+            "dam break, t = {t}: particles behind a wall's surface"
+        );
         let share = high as f64 / ours.len() as f64;
         println!(
             "dam break, t = {t}: {:.3}% of the water in the top quarter",

@@ -19,7 +19,7 @@ use crate::materials::snow::{snow_hardening, snow_plasticity_2d, snow_plasticity
 use crate::materials::water::{water_stress_2d, water_stress_3d};
 use crate::{func, kernel, Field};
 
-/// Material kinds as the kernels see them (`MaterialKind` on the host).
+/// Material kinds as the kernels see them (the variants of `Material` on the host).
 pub const WATER: i32 = 0;
 pub const NEO_HOOKEAN: i32 = 1;
 pub const FIXED_COROTATED: i32 = 2;
