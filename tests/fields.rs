@@ -3,14 +3,13 @@
 
 use mpm::core::Elem;
 use mpm::glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
-use mpm::{backend, BackendRef, Field};
+use mpm::{backend, BackendRef, Field, VulkanOptions};
 
 fn backends() -> Vec<BackendRef> {
     let mut out = vec![backend::cpu()];
-    match backend::vulkan() {
-        Ok(b) => out.push(b),
-        Err(e) => println!("no Vulkan device, CPU only: {e}"),
-    }
+    let vk = mpm_vulkan::backend_for_tests(VulkanOptions::from_env(), "fields on Vulkan")
+        .unwrap_or_else(|e| panic!("creating the Vulkan backend failed: {e}"));
+    out.extend(vk.map(|b| std::sync::Arc::new(b) as BackendRef));
     out
 }
 

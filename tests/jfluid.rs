@@ -5,16 +5,13 @@ use mpm::scenes::jfluid::{Mpm3d, Mpm88};
 use mpm::{backend, BackendRef, VulkanBackend, VulkanOptions};
 
 fn vulkan() -> Option<BackendRef> {
-    match VulkanBackend::new(VulkanOptions {
+    let options = VulkanOptions {
         validation: true,
         ..VulkanOptions::from_env()
-    }) {
-        Ok(b) => Some(std::sync::Arc::new(b)),
-        Err(e) => {
-            println!("skipping the Vulkan half: no Vulkan device ({e})");
-            None
-        }
-    }
+    };
+    mpm_vulkan::backend_for_tests(options, "the J-fluid scenes on Vulkan")
+        .unwrap_or_else(|e| panic!("creating the Vulkan backend failed: {e}"))
+        .map(|b| std::sync::Arc::new(b) as BackendRef)
 }
 
 /// Largest and mean distance between two position sets.

@@ -10,7 +10,7 @@ use mpm::core::materials::snow::{snow_plasticity_2d, snow_plasticity_3d};
 use mpm::core::materials::water::{water_stress_2d, water_stress_3d};
 use mpm::core::rng::rand_f32;
 use mpm::glam::{IVec2, Mat2, Mat3, Vec2, Vec3};
-use mpm::{backend, kernel, BackendRef, Field};
+use mpm::{backend, kernel, BackendRef, Field, VulkanOptions};
 
 /// Every model on every 2D deformation gradient: six results per input.
 #[kernel]
@@ -22,10 +22,11 @@ fn models_2d(f: &Field<Mat2>, out: &mut Field<Mat2, 2>, mu: f32, lambda: f32, al
         out[IVec2::new(row, 1)] = fixed_corotated_2d(fp, mu, lambda);
         out[IVec2::new(row, 2)] =
             water_stress_2d(determinant(fp), fp - Mat2::IDENTITY, 1e3, 7.0, 0.1);
-        let (fe, jp) = snow_plasticity_2d(fp, 1.0, 2.5e-2, 4.5e-3);
+        // The plasticity models take and return the displacement gradient F - I.
+        let (fe, jp) = snow_plasticity_2d(fp - Mat2::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
         out[IVec2::new(row, 3)] = fe;
         out[IVec2::new(row, 4)] = Mat2::from_diagonal(Vec2::splat(jp));
-        out[IVec2::new(row, 5)] = sand_plasticity_2d(fp, mu, lambda, alpha, 0.0);
+        out[IVec2::new(row, 5)] = sand_plasticity_2d(fp - Mat2::IDENTITY, mu, lambda, alpha, 0.0);
     }
 }
 
@@ -38,10 +39,11 @@ fn models_3d(f: &Field<Mat3>, out: &mut Field<Mat3, 2>, mu: f32, lambda: f32, al
         out[IVec2::new(row, 1)] = fixed_corotated_3d(fp, mu, lambda);
         out[IVec2::new(row, 2)] =
             water_stress_3d(determinant(fp), fp - Mat3::IDENTITY, 1e3, 7.0, 0.1);
-        let (fe, jp) = snow_plasticity_3d(fp, 1.0, 2.5e-2, 4.5e-3);
+        // The plasticity models take and return the displacement gradient F - I.
+        let (fe, jp) = snow_plasticity_3d(fp - Mat3::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
         out[IVec2::new(row, 3)] = fe;
         out[IVec2::new(row, 4)] = Mat3::from_diagonal(Vec3::splat(jp));
-        out[IVec2::new(row, 5)] = sand_plasticity_3d(fp, mu, lambda, alpha, 0.0);
+        out[IVec2::new(row, 5)] = sand_plasticity_3d(fp - Mat3::IDENTITY, mu, lambda, alpha, 0.0);
     }
 }
 
@@ -107,12 +109,10 @@ fn materials_agree_on_both_backends() {
     // The CPU kernel gives what the funcs give when called as plain Rust.
     let (mu, la) = mpm::core::materials::lame(1e3, 0.3);
     assert_eq!(c2[0], neo_hookean_2d(f2[0], mu, la));
-    let vk = match backend::vulkan() {
-        Ok(b) => b,
-        Err(e) => {
-            println!("no Vulkan device, CPU only: {e}");
-            return;
-        }
+    let vk = match mpm_vulkan::backend_for_tests(VulkanOptions::from_env(), "materials on Vulkan") {
+        Ok(Some(b)) => std::sync::Arc::new(b) as BackendRef,
+        Ok(None) => return,
+        Err(e) => panic!("creating the Vulkan backend failed: {e}"),
     };
     let (g2, g3) = run(&vk, &f2, &f3);
     for (row, (c, g)) in c2.chunks(6).zip(g2.chunks(6)).enumerate() {

@@ -43,15 +43,14 @@ fn cpu_and_vulkan_agree_and_fall() {
         "centre of mass fell by {drop}, expected about 0.01 (less where water hits the floor)"
     );
 
-    let vk = match VulkanBackend::new(VulkanOptions {
+    let options = VulkanOptions {
         validation: true,
         ..VulkanOptions::from_env()
-    }) {
-        Ok(b) => std::sync::Arc::new(b) as mpm::BackendRef,
-        Err(e) => {
-            println!("skipping the Vulkan half: no Vulkan device ({e})");
-            return;
-        }
+    };
+    let vk = match mpm_vulkan::backend_for_tests(options, "mpm99 on Vulkan") {
+        Ok(Some(b)) => std::sync::Arc::new(b) as mpm::BackendRef,
+        Ok(None) => return,
+        Err(e) => panic!("creating the Vulkan backend failed: {e}"),
     };
     let (_, on_gpu) = run(&vk);
     // Tolerance: float atomics add in a different order on each backend and the GPU may fuse

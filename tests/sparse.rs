@@ -26,17 +26,13 @@ fn vulkan() -> Option<BackendRef> {
 fn vulkan_impl() -> Option<Arc<VulkanBackend>> {
     static VK: OnceLock<Option<Arc<VulkanBackend>>> = OnceLock::new();
     VK.get_or_init(|| {
-        match VulkanBackend::new(VulkanOptions {
+        let options = VulkanOptions {
             validation: true,
             ..VulkanOptions::from_env()
-        }) {
-            Ok(b) => Some(Arc::new(b)),
-            Err(Error::Unavailable(m)) if !m.contains("MPM_VK_DEVICE") => {
-                eprintln!("SKIP: no Vulkan device, sparse layouts checked on the CPU only: {m}");
-                None
-            }
-            Err(e) => panic!("creating the Vulkan backend failed: {e}"),
-        }
+        };
+        mpm_vulkan::backend_for_tests(options, "sparse layouts on Vulkan")
+            .unwrap_or_else(|e| panic!("creating the Vulkan backend failed: {e}"))
+            .map(Arc::new)
     })
     .clone()
 }

@@ -16,7 +16,7 @@ mod sparse;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
-use mpm_core::{Backend, BackendKind, KernelDesc, Result};
+use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 
 pub use compile::{cache_dir, fnv1a64, CompileStats};
 pub use context::{list_devices, preferred_device};
@@ -63,6 +63,36 @@ impl VulkanOptions {
             validation: flag("MPM_VK_VALIDATION"),
             float_atomics: !flag("MPM_VK_NO_FLOAT_ATOMICS"),
         }
+    }
+}
+
+/// Whether an error of [`VulkanBackend::new`] means that this machine has no Vulkan device at
+/// all (no loader, no driver, no physical device), as opposed to a device that failed or an
+/// `MPM_VK_DEVICE` that matched nothing.
+pub fn no_device_at_all(e: &Error) -> bool {
+    matches!(e, Error::Unavailable(m) if !m.contains("MPM_VK_DEVICE"))
+}
+
+/// Whether `MPM_REQUIRE_GPU=1`: CI sets it, so that GPU checks fail instead of skipping.
+pub fn gpu_required() -> bool {
+    std::env::var("MPM_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
+/// A Vulkan backend for test suites: `Ok(None)`, announced on stderr with `what` goes
+/// unchecked, only where this machine has no Vulkan device at all and `MPM_REQUIRE_GPU` is
+/// not `1`. Every other failure is an error, so that a broken driver (or no driver under
+/// CI) fails the suite instead of letting it compare nothing.
+pub fn backend_for_tests(options: VulkanOptions, what: &str) -> Result<Option<VulkanBackend>> {
+    match VulkanBackend::new(options) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if no_device_at_all(&e) && !gpu_required() => {
+            eprintln!("SKIP: no Vulkan device, {what} not checked: {e}");
+            Ok(None)
+        }
+        Err(e) if no_device_at_all(&e) => {
+            Err(Error::Unavailable(format!("MPM_REQUIRE_GPU=1, but {e}")))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -209,5 +239,20 @@ impl Backend for VulkanBackend {
         if let Ok(mut r) = self.lock() {
             r.profile.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_missing_device_counts_as_no_device() {
+        let missing = Error::Unavailable("no Vulkan driver is installed".into());
+        let unmatched = Error::Unavailable("MPM_VK_DEVICE=`x` matches no device".into());
+        let lost = Error::DeviceLost("vkQueueSubmit".into());
+        assert!(no_device_at_all(&missing));
+        assert!(!no_device_at_all(&unmatched));
+        assert!(!no_device_at_all(&lost));
     }
 }

@@ -795,12 +795,11 @@ fn unknown_device_is_a_clear_error() {
         float_atomics: true,
     };
     match VulkanBackend::new(opts) {
-        Err(Error::Unavailable(m)) => {
-            if m.contains("MPM_VK_DEVICE") {
-                assert!(m.contains("nonexistent") && m.contains("available"), "{m}");
-            } else {
-                eprintln!("SKIP: no Vulkan device: {m}");
-            }
+        Err(Error::Unavailable(m)) if m.contains("MPM_VK_DEVICE") => {
+            assert!(m.contains("nonexistent") && m.contains("available"), "{m}");
+        }
+        Err(e) if mpm_vulkan::no_device_at_all(&e) && !mpm_vulkan::gpu_required() => {
+            eprintln!("SKIP: no Vulkan device: {e}");
         }
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("a device named `nonexistent` was selected"),
@@ -836,6 +835,9 @@ fn devices_are_listed() {
                 );
             }
         }
-        Err(e) => eprintln!("SKIP: {e}"),
+        Err(e) if mpm_vulkan::no_device_at_all(&e) && !mpm_vulkan::gpu_required() => {
+            eprintln!("SKIP: {e}")
+        }
+        Err(e) => panic!("listing devices failed: {e}"),
     }
 }

@@ -38,24 +38,20 @@ fn vulkan(float_atomics: Option<bool>) -> Result<Arc<VulkanBackend>, Error> {
     VulkanBackend::new(opts).map(Arc::new)
 }
 
-/// True when the error says that no Vulkan device exists at all (no loader, no driver, no
-/// physical device). Every other failure, including an `MPM_VK_DEVICE` that matches nothing,
-/// is a test failure.
-fn no_device_at_all(e: &Error) -> bool {
-    matches!(e, Error::Unavailable(m) if !m.contains("MPM_VK_DEVICE"))
-}
-
 /// The backends, created once per test process (instances with the validation layer are
 /// slow to create on lavapipe). `None`, with the reason printed, only when this machine has
-/// no Vulkan device at all: the test then checks nothing and passes.
+/// no Vulkan device at all and `MPM_REQUIRE_GPU` is not 1 (see
+/// `mpm_vulkan::backend_for_tests`): the test then checks nothing and passes.
 pub fn backends() -> Option<&'static Backends> {
     let b = BACKENDS.get_or_init(|| {
-        let vk = match vulkan(None) {
-            Ok(b) => b,
-            Err(e) if no_device_at_all(&e) => {
-                eprintln!("SKIP: no Vulkan device, CPU/GPU equivalence not checked: {e}");
-                return None;
-            }
+        let env = VulkanOptions::from_env();
+        let options = VulkanOptions {
+            validation: true,
+            ..env
+        };
+        let vk = match mpm_vulkan::backend_for_tests(options, "CPU/GPU equivalence") {
+            Ok(Some(b)) => Arc::new(b),
+            Ok(None) => return None,
             Err(e) => panic!("creating the Vulkan backend failed: {e}"),
         };
         let vk_cas = vulkan(Some(false))

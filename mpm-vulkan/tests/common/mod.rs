@@ -8,7 +8,7 @@ use mpm_core::host::HostArgs;
 use mpm_core::ir::*;
 use mpm_core::layout::Structure;
 use mpm_core::types::{Scalar, Ty};
-use mpm_core::{Backend, Error, KernelDesc, Result};
+use mpm_core::{Backend, KernelDesc, Result};
 use mpm_vulkan::{VulkanBackend, VulkanOptions};
 
 pub fn noop(_: &HostArgs<'_>) {}
@@ -57,14 +57,8 @@ pub fn backend_with(float_atomics: bool) -> Option<VulkanBackend> {
         validation: true,
         float_atomics,
     };
-    match VulkanBackend::new(opts) {
-        Ok(b) => Some(b),
-        Err(Error::Unavailable(m)) if !m.contains("MPM_VK_DEVICE") => {
-            eprintln!("SKIP: no Vulkan device: {m}");
-            None
-        }
-        Err(e) => panic!("Vulkan backend creation failed: {e}"),
-    }
+    mpm_vulkan::backend_for_tests(opts, "this test")
+        .unwrap_or_else(|e| panic!("Vulkan backend creation failed: {e}"))
 }
 
 /// Validates every compiled shader with `spirv-val` (when installed) and checks that the
