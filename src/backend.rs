@@ -22,7 +22,7 @@ impl std::str::FromStr for Choice {
             "auto" | "" => Ok(Choice::Auto),
             "cpu" => Ok(Choice::Cpu),
             "vulkan" | "gpu" => Ok(Choice::Vulkan),
-            other => Err(Error::Unavailable(format!(
+            other => Err(Error::InvalidParameter(format!(
                 "unknown backend `{other}`: use cpu, vulkan or auto"
             ))),
         }

@@ -48,7 +48,7 @@ pub struct Header {
 
 /// The scene hash a checkpoint records.
 pub fn scene_hash(source: &str) -> u64 {
-    mpm_vulkan::fnv1a64(&[source.as_bytes()])
+    mpm_core::hash::fnv1a64(&[source.as_bytes()])
 }
 
 struct Writer(Vec<u8>);
@@ -229,7 +229,7 @@ pub fn save<V: Elem, M: Elem>(
     w.words(&p.mass);
     w.words(&p.vol);
     w.words(&p.material);
-    let sum = mpm_vulkan::fnv1a64(&[&w.0]);
+    let sum = mpm_core::hash::fnv1a64(&[&w.0]);
     w.u64(sum);
     let io = |source| CheckpointError::Io {
         path: path.into(),
@@ -260,7 +260,7 @@ pub fn load<V: Elem, M: Elem>(
     }
     let (body, tail) = data.split_at(data.len() - 8);
     let stored = u64::from_le_bytes(tail.try_into().unwrap_or([0; 8]));
-    if mpm_vulkan::fnv1a64(&[body]) != stored {
+    if mpm_core::hash::fnv1a64(&[body]) != stored {
         return Err(invalid(
             "its checksum does not match: the file is damaged".into(),
         ));

@@ -79,9 +79,9 @@ pub enum Builtin {
     Determinant,
     Inverse,
     Trace,
-    /// Float bits to u32 and back.
-    BitsToU32,
-    U32ToBits,
+    /// An f32's bits as a u32, and the f32 with a u32's bits.
+    FloatToBits,
+    FloatFromBits,
 }
 
 /// A pure expression node.

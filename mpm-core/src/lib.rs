@@ -6,6 +6,7 @@ extern crate self as mpm_core;
 pub mod backend;
 pub mod error;
 pub mod field;
+pub mod hash;
 pub mod host;
 pub mod ir;
 pub mod kernel;

@@ -1214,11 +1214,11 @@ pub fn trace<M: MatTy>(m: Expr<M>) -> Expr<f32> {
 }
 /// The bits of an f32 as u32.
 pub fn to_bits(a: impl IntoExpr<f32>) -> Expr<u32> {
-    builtin(Builtin::BitsToU32, vec![a.into_expr().id])
+    builtin(Builtin::FloatToBits, vec![a.into_expr().id])
 }
 /// The f32 with the given bits.
 pub fn from_bits(a: impl IntoExpr<u32>) -> Expr<f32> {
-    builtin(Builtin::U32ToBits, vec![a.into_expr().id])
+    builtin(Builtin::FloatFromBits, vec![a.into_expr().id])
 }
 
 /// `cond ? a : b` without branches in the source.

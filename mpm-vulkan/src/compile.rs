@@ -4,24 +4,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use mpm_core::hash::fnv1a64;
 use mpm_core::{Error, Result};
 
 use crate::context::backend_err;
-
-/// 64-bit FNV-1a: a small stable hash for cache keys.
-pub fn fnv1a64(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for &b in *p {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        // Separate the parts so that ("ab", "c") and ("a", "bc") differ.
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
 
 /// The directory for on-disk caches: `$MPM_CACHE_DIR`, `$XDG_CACHE_HOME/mpm` or `$HOME/.cache/mpm`.
 pub fn cache_dir() -> Option<PathBuf> {
@@ -188,13 +174,6 @@ pub fn save_pipeline_cache(path: &Path, data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fnv_is_stable() {
-        assert_eq!(fnv1a64(&[]), 0xcbf2_9ce4_8422_2325);
-        assert_ne!(fnv1a64(&[b"ab", b"c"]), fnv1a64(&[b"a", b"bc"]));
-        assert_eq!(fnv1a64(&[b"kernel"]), fnv1a64(&[b"kernel"]));
-    }
 
     #[test]
     fn error_quotes_line() {

@@ -620,8 +620,8 @@ impl<'k> Printer<'k> {
                 self.helpers.insert(Helper::Trace);
                 "mpm_trace"
             }
-            Builtin::BitsToU32 => "floatBitsToUint",
-            Builtin::U32ToBits => "uintBitsToFloat",
+            Builtin::FloatToBits => "floatBitsToUint",
+            Builtin::FloatFromBits => "uintBitsToFloat",
         };
         format!("{name}({})", ss.join(", "))
     }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
 use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 
-pub use compile::{cache_dir, fnv1a64, CompileStats};
+pub use compile::{cache_dir, CompileStats};
 pub use context::{list_devices, preferred_device};
 pub use launch::LOCAL_SIZE;
 
