@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The engine as a library, without the program's window, progress bars and signal handling.
+cargo check -p mpm --lib --no-default-features
 cargo test --workspace

@@ -2,7 +2,8 @@
 //! CPU (rayon) and on Vulkan GPUs.
 //!
 //! This facade re-exports the engine's pieces and holds what programs share: backend choice,
-//! the benchmark scenes, PNG rendering and the command-line front of the examples.
+//! the benchmark scenes, PNG rendering and the command-line front of the examples. The `mpm`
+//! program's subcommands and live window need the default feature `program`.
 
 pub use mpm_core::{
     self as core, func, glam, kernel, Backend, BackendKind, BackendRef, Error, Field, Layout,
@@ -14,10 +15,12 @@ pub use mpm_vulkan::{VulkanBackend, VulkanOptions};
 pub mod backend;
 pub mod checkpoint;
 pub mod cli;
+#[cfg(feature = "program")]
 pub mod commands;
 pub mod mesh;
 pub mod output;
 pub mod render;
 pub mod scene_file;
 pub mod scenes;
+#[cfg(feature = "program")]
 pub mod view;
