@@ -530,6 +530,12 @@ fn bad_settings_and_inputs_are_named() {
         reserve: 10,
     };
     assert!(msg(Solver2::new(&b, s)).contains("divide"));
+    let mut s = Settings::<2>::new(64, 1e-4);
+    s.walls.thickness = 2;
+    assert!(msg(Solver2::new(&b, s)).contains("at least 3 cells thick"));
+    let mut s = Settings::<2>::new(64, 1e-4);
+    s.damping = -1.0;
+    assert!(msg(Solver2::new(&b, s)).contains("damping"));
 
     let mut solver = Solver2::new(&b, Settings::new(64, 1e-4)).expect("solver");
     let e = solver
@@ -548,6 +554,16 @@ fn bad_settings_and_inputs_are_named() {
     let e = solver
         .add_particles(&outside, Sampling::Regular, 0.01, m, [0.0, 0.0])
         .expect_err("outside");
+    assert!(e.to_string().contains("outside the domain"), "{e}");
+    // Behind a wall's surface (2.5 cells in with the default walls; the first particle at
+    // 2.3 cells) is outside too.
+    let behind = Region::Box {
+        min: [2.0 / 64.0, 0.5],
+        max: [0.2, 0.6],
+    };
+    let e = solver
+        .add_particles(&behind, Sampling::Regular, 0.01, m, [0.0, 0.0])
+        .expect_err("behind the wall");
     assert!(e.to_string().contains("outside the domain"), "{e}");
     let e = solver
         .add_collider(Collider::fixed(
