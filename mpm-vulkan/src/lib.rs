@@ -78,6 +78,12 @@ pub fn gpu_required() -> bool {
     std::env::var("MPM_REQUIRE_GPU").is_ok_and(|v| v == "1")
 }
 
+/// Whether a test may skip its GPU part after this error: no device at all, and none
+/// required.
+pub fn may_skip(e: &Error) -> bool {
+    no_device_at_all(e) && !gpu_required()
+}
+
 /// A Vulkan backend for test suites: `Ok(None)`, announced on stderr with `what` goes
 /// unchecked, only where this machine has no Vulkan device at all and `MPM_REQUIRE_GPU` is
 /// not `1`. Every other failure is an error, so that a broken driver (or no driver under
@@ -85,7 +91,7 @@ pub fn gpu_required() -> bool {
 pub fn backend_for_tests(options: VulkanOptions, what: &str) -> Result<Option<VulkanBackend>> {
     match VulkanBackend::new(options) {
         Ok(b) => Ok(Some(b)),
-        Err(e) if no_device_at_all(&e) && !gpu_required() => {
+        Err(e) if may_skip(&e) => {
             eprintln!("SKIP: no Vulkan device, {what} not checked: {e}");
             Ok(None)
         }

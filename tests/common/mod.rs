@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use mpm::core::types::{to_words, Scalar};
 use mpm::core::Elem;
-use mpm::{BackendRef, Error, VulkanBackend, VulkanOptions};
+use mpm::{BackendRef, VulkanBackend, VulkanOptions};
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 
@@ -26,16 +26,15 @@ pub struct Backends {
 
 static BACKENDS: OnceLock<Option<Backends>> = OnceLock::new();
 
-/// A Vulkan backend with the validation layer; `float_atomics: None` keeps the environment's
+/// Vulkan options with the validation layer; `float_atomics: None` keeps the environment's
 /// choice (`MPM_VK_NO_FLOAT_ATOMICS`), `Some(false)` forces the compare-and-swap fallback.
-fn vulkan(float_atomics: Option<bool>) -> Result<Arc<VulkanBackend>, Error> {
+fn options(float_atomics: Option<bool>) -> VulkanOptions {
     let env = VulkanOptions::from_env();
-    let opts = VulkanOptions {
+    VulkanOptions {
         validation: true,
         float_atomics: float_atomics.unwrap_or(env.float_atomics),
         ..env
-    };
-    VulkanBackend::new(opts).map(Arc::new)
+    }
 }
 
 /// The backends, created once per test process (instances with the validation layer are
@@ -44,17 +43,13 @@ fn vulkan(float_atomics: Option<bool>) -> Result<Arc<VulkanBackend>, Error> {
 /// `mpm_vulkan::backend_for_tests`): the test then checks nothing and passes.
 pub fn backends() -> Option<&'static Backends> {
     let b = BACKENDS.get_or_init(|| {
-        let env = VulkanOptions::from_env();
-        let options = VulkanOptions {
-            validation: true,
-            ..env
-        };
-        let vk = match mpm_vulkan::backend_for_tests(options, "CPU/GPU equivalence") {
+        let vk = match mpm_vulkan::backend_for_tests(options(None), "CPU/GPU equivalence") {
             Ok(Some(b)) => Arc::new(b),
             Ok(None) => return None,
             Err(e) => panic!("creating the Vulkan backend failed: {e}"),
         };
-        let vk_cas = vulkan(Some(false))
+        let vk_cas = VulkanBackend::new(options(Some(false)))
+            .map(Arc::new)
             .unwrap_or_else(|e| panic!("creating the compare-and-swap Vulkan backend failed: {e}"));
         assert!(
             !vk_cas.caps().float_atomic_add,

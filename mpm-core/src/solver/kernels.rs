@@ -278,9 +278,11 @@ macro_rules! mls_mpm {
             let mut xo = x;
             let mut vo = v;
             if thickness > 0 {
+                // Cells from the border to the surface, as `Walls::surfaces` has it.
+                let surface = thickness as f32 - 0.5;
                 for a in 0..$dim {
-                    let low = (thickness as f32 - 0.5) * dx;
-                    let high = (res[a] - thickness) as f32 * dx + 0.5 * dx;
+                    let low = surface * dx;
+                    let high = (res[a] as f32 - surface) * dx;
                     let mut n = $V::ZERO;
                     if xo[a] < low {
                         xo[a] = low;
@@ -369,7 +371,12 @@ macro_rules! mls_mpm {
         /// FLIP's increment is the grid velocity's change over the whole step, stress
         /// included, so `grid_v0` holds the particles' momentum over mass without the stress
         /// impulse (which MLS-MPM folds into P2G); it is scattered only when `flip > 0`.
-
+        ///
+        /// `dinv` is the inverse of APIC's inertia-like tensor, `4 / dx^2` for quadratic and
+        /// `3 / dx^2` for cubic splines (Jiang et al. 2015, "The affine particle-in-cell
+        /// method"). A particle that ends outside `margin` cells of the border is marked dead
+        /// and counted in `status[4]`; a non-finite or too fast one is reported in
+        /// `status[0..4]`.
         #[kernel]
         pub fn $substep(
             x: &mut Field<$V>,

@@ -42,6 +42,19 @@ pub enum Spline {
     Cubic,
 }
 
+impl Spline {
+    /// The inverse of APIC's inertia-like tensor `D` (a multiple of the identity):
+    /// `4 / dx^2` for quadratic, `3 / dx^2` for cubic splines (Jiang et al. 2015, "The affine
+    /// particle-in-cell method").
+    pub fn inverse_inertia(self, dx: f32) -> f32 {
+        let weight = match self {
+            Spline::Quadratic => 4.0,
+            Spline::Cubic => 3.0,
+        };
+        weight / (dx * dx)
+    }
+}
+
 /// How the time step is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum TimeStep {
@@ -321,9 +334,9 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         self.time
     }
 
-    /// Particles removed so far because they left the domain (beyond two cells of the
-    /// border; walls keep particles in, so this counts only what passes walls 0 or 1
-    /// cell thick or colliders). Counted at each check.
+    /// Particles removed so far because they left the domain (came within two cells of the
+    /// border; walls keep particles out of that band, so this counts only runs without
+    /// walls). Counted at each check.
     pub fn removed(&self) -> u64 {
         self.removed
     }
@@ -545,11 +558,15 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// Where particles may be: two cells clear of the border, so every stencil fits, and
     /// not behind the walls' surfaces (see [`Walls`]).
     pub fn interior(&self) -> ([f32; D], [f32; D]) {
-        let dx = self.settings.dx;
-        let clear = MARGIN.max(self.settings.walls.thickness as f32 - 0.5);
+        let s = &self.settings;
+        let axis = |a: usize| {
+            let (low, high) = s.walls.surfaces(s.res[a], s.dx);
+            let border = (MARGIN * s.dx, (s.res[a] as f32 - MARGIN) * s.dx);
+            (low.max(border.0), high.min(border.1))
+        };
         (
-            [clear * dx; D],
-            std::array::from_fn(|a| (self.settings.res[a] as f32 - clear) * dx),
+            std::array::from_fn(|a| axis(a).0),
+            std::array::from_fn(|a| axis(a).1),
         )
     }
 
@@ -610,10 +627,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             },
             dt,
             dx: s.dx,
-            dinv: match s.spline {
-                Spline::Quadratic => 4.0,
-                Spline::Cubic => 3.0,
-            } / (s.dx * s.dx),
+            dinv: s.spline.inverse_inertia(s.dx),
             gravity: s.gravity,
             damping: s.damping,
             flip: s.flip,
@@ -705,11 +719,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             glam::DVec3::from_array(std::array::from_fn(|i| a.get(i).map_or(0.0, |&c| c as f64)))
         };
         let gravity = pad(&self.settings.gravity);
-        let dx = self.settings.dx as f64;
-        let inertia = match self.settings.spline {
-            Spline::Quadratic => dx * dx / 4.0,
-            Spline::Cubic => dx * dx / 3.0,
-        };
+        let inertia = 1.0 / self.settings.spline.inverse_inertia(self.settings.dx) as f64;
         let mut sum = Energy::default();
         for i in 0..host.len() {
             let Some(material) = self.materials.get(MaterialId(host.material[i])) else {
