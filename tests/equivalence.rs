@@ -264,9 +264,11 @@ fn k_transcendental(x: &Field<f32>, p: &Field<f32>, out: &mut Field<f32, 2>) {
             (a * 0.14).tan(),
             atan2(a, q - 5.0),
             a.atan2(q - 5.0),
+            tanh(a * q),
+            (a * 0.3).tanh(),
         ];
         let row = i as i32;
-        for k in 0..16 {
+        for k in 0..18 {
             out[ivec2(row, k)] = r[k];
         }
     }
@@ -287,17 +289,18 @@ fn transcendental_builtins() {
                 |be| {
                     let x = Field::from_slice(be, [N as u32], &xs)?;
                     let p = Field::from_slice(be, [N as u32], &ps)?;
-                    let mut o = Field::<f32, 2>::new(be, [N as u32, 16])?;
+                    let mut o = Field::<f32, 2>::new(be, [N as u32, 18])?;
                     k_transcendental(&x, &p, &mut o)?;
                     o.download()
                 },
                 |c, g| {
-                    const NAMES: [&str; 16] = [
+                    const NAMES: [&str; 18] = [
                         "sqrt", "sqrt()", "ln", "ln()", "exp", "exp()", "pow", "powf()", "sin",
-                        "sin()", "cos", "cos()", "tan", "tan()", "atan2", "atan2()",
+                        "sin()", "cos", "cos()", "tan", "tan()", "atan2", "atan2()", "tanh",
+                        "tanh()",
                     ];
                     compare("transcendentals", c, g, Tol::close(1e-4, 1e-5), &|k| {
-                        format!("{} x={} p={}", NAMES[k % 16], xs[k / 16], ps[k / 16])
+                        format!("{} x={} p={}", NAMES[k % 18], xs[k / 18], ps[k / 18])
                     })
                 },
             )

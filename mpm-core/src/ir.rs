@@ -44,45 +44,7 @@ pub enum UnOp {
     Not,
 }
 
-/// Built-in functions with a direct meaning on both backends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Builtin {
-    Abs,
-    Floor,
-    Ceil,
-    /// Rounds half away from zero (Rust's `round`).
-    Round,
-    /// `x - floor(x)`.
-    Fract,
-    Sqrt,
-    Exp,
-    /// Natural logarithm.
-    Ln,
-    Pow,
-    Sin,
-    Cos,
-    Tan,
-    /// `atan2(y, x)`.
-    Atan2,
-    Min,
-    Max,
-    Clamp,
-    /// -1, 0 or 1 (0 for 0.0).
-    Sign,
-    Length,
-    Normalize,
-    Dot,
-    Cross,
-    /// `a * b^T`.
-    Outer,
-    Transpose,
-    Determinant,
-    Inverse,
-    Trace,
-    /// An f32's bits as a u32, and the f32 with a u32's bits.
-    FloatToBits,
-    FloatFromBits,
-}
+pub use crate::builtins::Builtin;
 
 /// A pure expression node.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,11 +1,11 @@
-//! The CPU lowering's runtime: builtins and operators with the language's semantics.
+//! The CPU lowering's runtime: operators, conversions and indexing with the language's
+//! semantics (the builtin functions are in [`crate::builtins`]).
 //!
 //! Integer arithmetic wraps and division by zero gives 0, as on the GPU backend; the
 //! operator implementations are generated together with the traced ones in `trace.rs` from
 //! one table, so both lowerings accept exactly the same type combinations.
 
 pub use crate::linalg::{polar, svd};
-pub use crate::rng::{rand_f32, rand_u32};
 
 use glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
 
@@ -144,64 +144,9 @@ impl NumScalar for u32 {
     }
 }
 
-macro_rules! float_unary {
-    ($($f:ident => $e:expr),*) => {$(
-        #[doc = concat!("`", stringify!($f), "` of a float or each component of a float vector.")]
-        #[inline(always)]
-        pub fn $f<T: Float>(a: T) -> T {
-            a.map($e)
-        }
-    )*};
-}
-float_unary!(floor => f32::floor, ceil => f32::ceil, round => f32::round, fract => |x: f32| x - x.floor(),
-    sqrt => f32::sqrt, exp => f32::exp, ln => f32::ln, sin => f32::sin, cos => f32::cos, tan => f32::tan);
-
-#[inline(always)]
-pub fn pow<T: Float>(a: T, b: T) -> T {
-    a.zip(b, f32::powf)
-}
-/// `atan2(y, x)`.
-#[inline(always)]
-pub fn atan2<T: Float>(y: T, x: T) -> T {
-    y.zip(x, f32::atan2)
-}
-#[inline(always)]
-pub fn abs<T: Components>(a: T) -> T
-where
-    T::S: NumScalar,
-{
-    a.map(NumScalar::abs_)
-}
-/// -1, 0 or 1 per component.
-#[inline(always)]
-pub fn sign<T: Components>(a: T) -> T
-where
-    T::S: NumScalar,
-{
-    a.map(NumScalar::sign_)
-}
-#[inline(always)]
-pub fn min<T: Components>(a: T, b: T) -> T
-where
-    T::S: NumScalar,
-{
-    a.zip(b, |x, y| if y < x { y } else { x })
-}
-#[inline(always)]
-pub fn max<T: Components>(a: T, b: T) -> T
-where
-    T::S: NumScalar,
-{
-    a.zip(b, |x, y| if y > x { y } else { x })
-}
-/// `min(max(a, lo), hi)`, as GLSL defines it.
-#[inline(always)]
-pub fn clamp<T: Components>(a: T, lo: T, hi: T) -> T
-where
-    T::S: NumScalar,
-{
-    min(max(a, lo), hi)
-}
+/// Scalars and vectors of numbers: what `abs`, `sign`, `min`, `max` and `clamp` take.
+pub trait Num: Components<S: NumScalar> {}
+impl<T: Components<S: NumScalar>> Num for T {}
 
 /// Float vectors with their geometric operations.
 pub trait FloatVec: Float {
@@ -221,23 +166,6 @@ impl FloatVec for Vec4 {
     fn dot_(self, o: Self) -> f32 {
         self.dot(o)
     }
-}
-#[inline(always)]
-pub fn dot<T: FloatVec>(a: T, b: T) -> f32 {
-    a.dot_(b)
-}
-#[inline(always)]
-pub fn length<T: FloatVec>(a: T) -> f32 {
-    a.dot_(a).sqrt()
-}
-#[inline(always)]
-pub fn normalize<T: FloatVec>(a: T) -> T {
-    let inv = 1.0 / length(a);
-    a.map(|c| c * inv)
-}
-#[inline(always)]
-pub fn cross(a: Vec3, b: Vec3) -> Vec3 {
-    a.cross(b)
 }
 
 /// Square matrices.
@@ -278,22 +206,6 @@ impl Matrix for Mat3 {
         self.x_axis.x + self.y_axis.y + self.z_axis.z
     }
 }
-#[inline(always)]
-pub fn transpose<M: Matrix>(m: M) -> M {
-    m.transpose_()
-}
-#[inline(always)]
-pub fn inverse<M: Matrix>(m: M) -> M {
-    m.inverse_()
-}
-#[inline(always)]
-pub fn determinant<M: Matrix>(m: M) -> f32 {
-    m.determinant_()
-}
-#[inline(always)]
-pub fn trace<M: Matrix>(m: M) -> f32 {
-    m.trace_()
-}
 
 /// Vectors with an outer product.
 pub trait Outer: Copy {
@@ -312,20 +224,7 @@ impl Outer for Vec3 {
         Mat3::from_cols(self * b.x, self * b.y, self * b.z)
     }
 }
-/// `a * b^T`.
-#[inline(always)]
-pub fn outer<T: Outer>(a: T, b: T) -> T::M {
-    a.outer_(b)
-}
 
-#[inline(always)]
-pub fn to_bits(a: f32) -> u32 {
-    a.to_bits()
-}
-#[inline(always)]
-pub fn from_bits(a: u32) -> f32 {
-    f32::from_bits(a)
-}
 #[inline(always)]
 pub fn select<T>(c: bool, a: T, b: T) -> T {
     if c {

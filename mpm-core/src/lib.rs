@@ -4,6 +4,7 @@
 extern crate self as mpm_core;
 
 pub mod backend;
+pub mod builtins;
 pub mod error;
 pub mod field;
 pub mod hash;

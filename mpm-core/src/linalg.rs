@@ -119,17 +119,16 @@ pub fn svd3(f: Mat3) -> (Mat3, Vec3, Mat3) {
     let b2 = f * v.y_axis;
     let r2 = b2 - dot(u1, b2) * u1;
     let sigma2 = length(r2);
-    let mut u2 = vec3(0.0, 0.0, 0.0);
-    if sigma2 > 1e-20 * max(sigma1, 1e-20) {
-        u2 = r2 / sigma2;
+    let u2 = if sigma2 > 1e-20 * max(sigma1, 1e-20) {
+        r2 / sigma2
     } else {
         // Any unit vector orthogonal to u1: cross with the axis least aligned with it.
         let mut axis = vec3(1.0, 0.0, 0.0);
         if abs(u1.x) > 0.57 {
             axis = vec3(0.0, 1.0, 0.0);
         }
-        u2 = normalize(cross(u1, axis));
-    }
+        normalize(cross(u1, axis))
+    };
     let u3 = cross(u1, u2);
     let sigma3 = dot(u3, f * v.z_axis);
     (mat3(u1, u2, u3), vec3(sigma1, sigma2, sigma3), v)

@@ -1115,111 +1115,42 @@ vector_casts!(
 // ---------------------------------------------------------------------------------------------
 // Builtin functions
 
-fn builtin<T: Value>(b: Builtin, args: Vec<ExprId>) -> Expr<T> {
+/// A call of builtin `b` (see [`crate::builtins`], whose table generates the typed tracers).
+pub(crate) fn builtin<T: Value>(b: Builtin, args: Vec<ExprId>) -> Expr<T> {
     Expr::new(ExprKind::Builtin(b, args))
 }
 
 /// f32 and float vectors.
-pub trait FloatTy: Value {}
-impl FloatTy for f32 {}
-impl FloatTy for Vec2 {}
-impl FloatTy for Vec3 {}
-impl FloatTy for Vec4 {}
+pub trait Float: Value {}
+impl Float for f32 {}
+impl Float for Vec2 {}
+impl Float for Vec3 {}
+impl Float for Vec4 {}
 /// Scalars and vectors that `abs`, `min`, `max`, `clamp` and `sign` take.
-pub trait NumTy: Value {}
-macro_rules! num_ty {
-    ($($t:ty),*) => {$(impl NumTy for $t {})*};
+pub trait Num: Value {}
+macro_rules! num {
+    ($($t:ty),*) => {$(impl Num for $t {})*};
 }
-num_ty!(f32, i32, u32, Vec2, Vec3, Vec4, IVec2, IVec3, UVec2, UVec3);
-
-macro_rules! unary_builtins {
-    ($bound:ident: $($f:ident => $b:ident),*) => {$(
-        #[doc = concat!("Traced `", stringify!($f), "`.")]
-        pub fn $f<T: $bound, A: IntoExpr<T>>(a: A) -> Expr<T> {
-            builtin(Builtin::$b, vec![a.into_expr().id])
-        }
-    )*};
-}
-unary_builtins!(FloatTy: floor => Floor, ceil => Ceil, round => Round, fract => Fract, sqrt => Sqrt,
-    exp => Exp, ln => Ln, sin => Sin, cos => Cos, tan => Tan, normalize => Normalize);
-unary_builtins!(NumTy: abs => Abs, sign => Sign);
-
-macro_rules! binary_builtins {
-    ($bound:ident: $($f:ident => $b:ident),*) => {$(
-        #[doc = concat!("Traced `", stringify!($f), "`.")]
-        pub fn $f<T: $bound, A: IntoExpr<T>, B: IntoExpr<T>>(a: A, b: B) -> Expr<T> {
-            builtin(Builtin::$b, vec![a.into_expr().id, b.into_expr().id])
-        }
-    )*};
-}
-binary_builtins!(FloatTy: pow => Pow, atan2 => Atan2);
-binary_builtins!(NumTy: min => Min, max => Max);
-
-/// `clamp(x, lo, hi)`.
-pub fn clamp<T: NumTy, A: IntoExpr<T>, B: IntoExpr<T>, C: IntoExpr<T>>(
-    a: A,
-    lo: B,
-    hi: C,
-) -> Expr<T> {
-    builtin(
-        Builtin::Clamp,
-        vec![a.into_expr().id, lo.into_expr().id, hi.into_expr().id],
-    )
-}
-
+num!(f32, i32, u32, Vec2, Vec3, Vec4, IVec2, IVec3, UVec2, UVec3);
 /// Float vectors.
-pub trait FloatVec: FloatTy {}
+pub trait FloatVec: Float {}
 impl FloatVec for Vec2 {}
 impl FloatVec for Vec3 {}
 impl FloatVec for Vec4 {}
-
-pub fn length<T: FloatVec>(a: Expr<T>) -> Expr<f32> {
-    builtin(Builtin::Length, vec![a.id])
+/// 2- and 3-vectors, with the matrix type of their outer product.
+pub trait Outer: Value {
+    type M: Value;
 }
-pub fn dot<T: FloatVec>(a: Expr<T>, b: Expr<T>) -> Expr<f32> {
-    builtin(Builtin::Dot, vec![a.id, b.id])
+impl Outer for Vec2 {
+    type M = Mat2;
 }
-pub fn cross(a: Expr<Vec3>, b: Expr<Vec3>) -> Expr<Vec3> {
-    builtin(Builtin::Cross, vec![a.id, b.id])
-}
-/// Outer product `a * b^T` of two 2- or 3-vectors.
-pub fn outer<T: OuterTy>(a: Expr<T>, b: Expr<T>) -> Expr<T::Mat> {
-    builtin(Builtin::Outer, vec![a.id, b.id])
-}
-/// 2- and 3-vectors.
-pub trait OuterTy: Value {
-    type Mat: Value;
-}
-impl OuterTy for Vec2 {
-    type Mat = Mat2;
-}
-impl OuterTy for Vec3 {
-    type Mat = Mat3;
+impl Outer for Vec3 {
+    type M = Mat3;
 }
 /// Mat2 and Mat3.
-pub trait MatTy: Value {}
-impl MatTy for Mat2 {}
-impl MatTy for Mat3 {}
-pub fn transpose<M: MatTy>(m: Expr<M>) -> Expr<M> {
-    builtin(Builtin::Transpose, vec![m.id])
-}
-pub fn inverse<M: MatTy>(m: Expr<M>) -> Expr<M> {
-    builtin(Builtin::Inverse, vec![m.id])
-}
-pub fn determinant<M: MatTy>(m: Expr<M>) -> Expr<f32> {
-    builtin(Builtin::Determinant, vec![m.id])
-}
-pub fn trace<M: MatTy>(m: Expr<M>) -> Expr<f32> {
-    builtin(Builtin::Trace, vec![m.id])
-}
-/// The bits of an f32 as u32.
-pub fn to_bits(a: impl IntoExpr<f32>) -> Expr<u32> {
-    builtin(Builtin::FloatToBits, vec![a.into_expr().id])
-}
-/// The f32 with the given bits.
-pub fn from_bits(a: impl IntoExpr<u32>) -> Expr<f32> {
-    builtin(Builtin::FloatFromBits, vec![a.into_expr().id])
-}
+pub trait Matrix: Value {}
+impl Matrix for Mat2 {}
+impl Matrix for Mat3 {}
 
 /// `cond ? a : b` without branches in the source.
 pub fn select<T: Value, C: IntoExpr<bool>, A: IntoExpr<T>, B: IntoExpr<T>>(
@@ -1285,7 +1216,7 @@ where
     construct(vec![s.into_expr().id])
 }
 /// A diagonal matrix.
-pub fn from_diagonal<M: MatTy + Members>(d: Expr<M::Item>) -> Expr<M> {
+pub fn from_diagonal<M: Matrix + Members>(d: Expr<M::Item>) -> Expr<M> {
     let n = M::LEN;
     let zero = constant(0.0f32).id;
     let cols = (0..n)
@@ -1372,13 +1303,3 @@ pub fn svd<M: TraceSvd>(m: Expr<M>) -> Expr<(M, M::Vector, M)> {
 pub fn polar<M: TraceSvd>(m: Expr<M>) -> Expr<(M, M)> {
     M::polar_(m)
 }
-/// Traced `rand_u32(seed, index)`.
-pub fn rand_u32(seed: impl IntoExpr<u32>, index: impl IntoExpr<u32>) -> Expr<u32> {
-    crate::rng::rand_u32::expand(seed.into_expr(), index.into_expr())
-}
-/// Traced `rand_f32(seed, index)`.
-pub fn rand_f32(seed: impl IntoExpr<u32>, index: impl IntoExpr<u32>) -> Expr<f32> {
-    crate::rng::rand_f32::expand(seed.into_expr(), index.into_expr())
-}
-/// Traced `.col(i)` / `m[i]`.
-pub use self::index as col;

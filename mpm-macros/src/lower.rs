@@ -629,10 +629,6 @@ impl Lower {
             .iter()
             .map(|s| s.ident.to_string())
             .collect();
-        if segs.len() == 1 && builtins::FUNCTIONS.contains(&segs[0].as_str()) {
-            let f = &p.path.segments[0].ident;
-            return Ok(quote_spanned!(c.span()=> #m::#f(#(#args),*)));
-        }
         let n = segs.len();
         if n >= 2 && builtins::TYPES.contains(&segs[n - 2].as_str()) {
             let segs = &segs[n - 2..];
@@ -662,15 +658,18 @@ impl Lower {
                 ),
             };
         }
-        // A user #[func].
-        let path = &p.path;
-        let path = &self.traced_path(path);
-        Ok(match self.target {
-            Target::Cpu => quote!(#path(#(#args),*)),
-            Target::Trace => {
-                quote_spanned!(p.span()=> #path::expand(#(::mpm_core::trace::into_expr(#args)),*))
-            }
-        })
+        // A builtin or a user #[func]: both are a function and a module of the same name whose
+        // `expand` traces the call (builtins are in scope through the body's glob import).
+        let path = self.traced_path(&p.path);
+        Ok(self.call_path(&path, &args))
+    }
+
+    /// A call of a func-shaped item: `f(args)` on the CPU, `f::expand(args)` traced.
+    fn call_path(&self, path: &syn::Path, args: &[TokenStream]) -> TokenStream {
+        match self.target {
+            Target::Cpu => quote_spanned!(path.span()=> #path(#(#args),*)),
+            Target::Trace => quote_spanned!(path.span()=> #path::expand(#(#args),*)),
+        }
     }
 
     /// The traced body of a func lives in a module named after the func, one level below the
@@ -716,23 +715,13 @@ impl Lower {
                 format!("`{name}()` is only the range of a top-level `for` loop"),
             );
         }
-        let Some((_, f)) = builtins::METHODS.iter().find(|(n, _)| *n == name) else {
-            let known: Vec<&str> = builtins::METHODS.iter().map(|(n, _)| *n).collect();
-            return err(
-                &mc.method,
-                format!(
-                    "method `{name}` is not part of the kernel language; the methods are: {}",
-                    known.join(", ")
-                ),
-            );
-        };
         let mut args = vec![self.expr(&mc.receiver)?];
         for a in &mc.args {
             args.push(self.expr(a)?);
         }
-        let m = self.m();
-        let f = format_ident!("{}", f);
-        Ok(quote_spanned!(mc.span()=> #m::#f(#(#args),*)))
+        let method = &mc.method;
+        let path: syn::Path = syn::parse_quote_spanned!(method.span()=> ::mpm_core::builtins::methods::#method);
+        Ok(self.call_path(&path, &args))
     }
 }
 
@@ -1256,6 +1245,8 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
         // A kernel takes every field and constant it uses, as Taichi kernels do.
         #[allow(clippy::too_many_arguments)]
         #vis fn #name(#inputs) -> ::core::result::Result<(), ::mpm_core::Error> {
+            #[allow(unused_imports)]
+            use ::mpm_core::builtins::*;
             #[allow(unused_variables, unused_braces, unused_parens, clippy::all)]
             fn __trace() -> ::mpm_core::Result<::mpm_core::ir::Kernel> {
                 ::mpm_core::trace::kernel(
@@ -1346,7 +1337,11 @@ fn func_body(f: &ItemFn) -> Result<TokenStream> {
         #(#attrs)*
         #[inline]
         #[allow(unused_parens, unused_braces, clippy::all)]
-        #vis fn #name(#inputs) -> #ret { #cpu_body }
+        #vis fn #name(#inputs) -> #ret {
+            #[allow(unused_imports)]
+            use ::mpm_core::builtins::*;
+            #cpu_body
+        }
 
         #[doc(hidden)]
         #[allow(non_snake_case)]
@@ -1355,11 +1350,15 @@ fn func_body(f: &ItemFn) -> Result<TokenStream> {
             use super::*;
             /// Traces a call of the func (the GPU lowering).
             #[allow(unused_variables, unused_mut, unused_braces, unused_parens, clippy::all)]
-            pub fn expand(#(#names: ::mpm_core::trace::Expr<#tys>),*) -> ::mpm_core::trace::Expr<#ret> {
+            pub fn expand(
+                #(#names: impl ::mpm_core::trace::IntoExpr<#tys>),*
+            ) -> ::mpm_core::trace::Expr<#ret> {
+                #[allow(unused_imports)]
+                use ::mpm_core::builtins::*;
                 ::mpm_core::trace::call::<#ret>(
                     ::core::concat!(::core::module_path!(), "::", #name_str),
                     #name_str,
-                    &[#(::mpm_core::trace::arg(#names)),*],
+                    &[#(::mpm_core::trace::arg(::mpm_core::trace::into_expr::<#tys, _>(#names))),*],
                     |__params| {
                         #(let #names: ::mpm_core::trace::Expr<#tys> = ::mpm_core::trace::param(__params, #ks);)*
                         #trace_body

@@ -603,6 +603,9 @@ impl<'k> Printer<'k> {
             Builtin::Sin => "sin",
             Builtin::Cos => "cos",
             Builtin::Tan => "tan",
+            // Clamped: implementations may form tanh from exp(2x), which overflows past 44
+            // (tanh is +-1 in f32 beyond |x| = 9).
+            Builtin::Tanh => return format!("tanh(clamp({}, -10.0, 10.0))", ss[0]),
             Builtin::Atan2 => "atan",
             Builtin::Min => "min",
             Builtin::Max => "max",

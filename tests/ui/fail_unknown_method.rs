@@ -1,6 +1,5 @@
-//! A method outside the language (`.lerp`): the message lists the known methods.
-// (On error the attribute emits only the error, so the imports would warn as unused.)
-#![allow(unused_imports)]
+//! A method outside the language (`.lerp`): the error names it and the module of the
+//! language's methods (`mpm_core::builtins::methods`, whose docs list them).
 
 use mpm::glam::Vec2;
 use mpm::{kernel, Field};
