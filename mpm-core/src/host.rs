@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use glam::{IVec2, IVec3, UVec2, UVec3};
 use rayon::prelude::*;
 
+use crate::abi::ScalarReader;
 use crate::backend::LoopRange;
 use crate::sparse::{BlockCache, Sparse};
 use crate::types::{Elem, Scalar};
@@ -57,9 +58,9 @@ impl<'a> HostArgs<'a> {
         }
     }
 
-    /// Scalar parameter whose words start at `offset`.
-    pub fn scalar<T: Elem>(&self, offset: usize) -> T {
-        T::read_words(&self.scalars[offset..offset + T::WORDS])
+    /// The scalar parameters, read in parameter order.
+    pub fn scalars(&self) -> ScalarReader<'_> {
+        ScalarReader::new(self.scalars)
     }
 }
 

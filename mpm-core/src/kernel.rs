@@ -2,34 +2,6 @@
 
 use crate::backend::{BackendRef, FieldArg, KernelDesc, LaunchArgs, LoopRange};
 use crate::error::{Error, Result};
-use crate::types::Elem;
-
-/// Appends a scalar parameter's words.
-pub fn push_scalar<T: Elem>(out: &mut Vec<u32>, value: &T) {
-    let start = out.len();
-    out.resize(start + T::WORDS, 0);
-    value.write_words(&mut out[start..]);
-}
-
-/// The index space of `field.indices()`.
-pub fn indices_range<const D: usize>(shape: &[u32; D]) -> LoopRange {
-    LoopRange {
-        start: 0,
-        count: shape.iter().map(|&s| s as u64).product(),
-    }
-}
-
-/// The index space of `field.active()`: every element a sparse field can hold (inactive ones
-/// are skipped by the loop), every index of a dense one.
-pub fn active_range<T: crate::Elem, const D: usize>(field: &crate::Field<T, D>) -> LoopRange {
-    match field.tree() {
-        Some(t) => LoopRange {
-            start: 0,
-            count: t.elements(),
-        },
-        None => indices_range(&field.shape()),
-    }
-}
 
 /// Runs a kernel on the backend its fields live on.
 pub fn launch(

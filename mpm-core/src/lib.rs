@@ -3,6 +3,7 @@
 
 extern crate self as mpm_core;
 
+pub mod abi;
 pub mod backend;
 pub mod builtins;
 pub mod error;

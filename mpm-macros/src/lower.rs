@@ -1118,7 +1118,7 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                         let (init, body) = worker_closures(&var, &cb, &used_fields(&fl.body, params), &[]);
                         cpu_body.extend(quote!(::mpm_core::host::par_active(&#field, #init, #body);));
                         trace_body.extend(quote!(::mpm_core::trace::par_active(#label, #field, |#var| #tb);));
-                        ranges.push(quote!(::mpm_core::kernel::active_range(#field)));
+                        ranges.push(quote!(::mpm_core::abi::active_range(#field)));
                     }
                     Expr::MethodCall(mc) if mc.method == "indices" && mc.args.is_empty() => {
                         let Some(field) = cpu.is_field(&mc.receiver) else {
@@ -1137,7 +1137,7 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                             cpu_body.extend(scatter_loop(&start, &end, &var, &cb, &used, &scatter));
                         }
                         trace_body.extend(quote!(::mpm_core::trace::par_indices(#label, #field, |#var| #tb);));
-                        ranges.push(quote!(::mpm_core::kernel::indices_range(&#field.shape())));
+                        ranges.push(quote!(::mpm_core::abi::indices_range(&#field.shape())));
                     }
                     Expr::Range(r) if matches!(r.limits, syn::RangeLimits::HalfOpen(_)) => {
                         let (Some(a), Some(b)) = (&r.start, &r.end) else {
@@ -1230,13 +1230,10 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                 } else {
                     trace_decls.push(quote!(let #name = ::mpm_core::trace::scalar::<#ty>(#k);));
                 }
-                let prev = &scalar_tys;
                 let mutability = mutable.then(|| quote!(mut));
-                cpu_decls.push(quote!(
-                    let #mutability #name: #ty = __args.scalar::<#ty>(0 #(+ <#prev as ::mpm_core::Elem>::WORDS)*);
-                ));
+                cpu_decls.push(quote!(let #mutability #name: #ty = __scalars.next::<#ty>();));
                 scalar_tys.push(ty.clone());
-                push_scalars.push(quote!(::mpm_core::kernel::push_scalar(&mut __scalars, &#name);));
+                push_scalars.push(quote!(::mpm_core::abi::push_scalar(&mut __scalars, &#name);));
             }
         }
     }
@@ -1261,6 +1258,7 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
             }
             #[allow(unused_variables, unused_mut, unused_braces, unused_parens, clippy::all)]
             fn __cpu(__args: &::mpm_core::host::HostArgs<'_>) {
+                let mut __scalars = __args.scalars();
                 #(#cpu_decls)*
                 #cpu_body
             }

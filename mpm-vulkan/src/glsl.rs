@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::fmt::{self, Display, Write as _};
 
+use mpm_core::abi;
 use mpm_core::ir::{
     BinOp, Block, Builtin, ExprId, ExprKind, Func, Kernel, LoopDomain, Place, Stmt, UnOp,
 };
@@ -87,7 +88,7 @@ pub fn active_loop_trees(
 
 /// Number of push-constant words: start and count of the loop, then the scalars.
 pub fn push_words(kernel: &Kernel) -> u32 {
-    2 + kernel.scalars.iter().map(Ty::words).sum::<u32>()
+    abi::LOOP_WORDS + abi::scalar_words(&kernel.scalars)
 }
 
 /// For each field: whether its float view is bound (it has f32 atomic adds and float atomics are on).
@@ -874,8 +875,9 @@ impl<'k> Printer<'k> {
     }
 
     fn scalar_defines(&self, out: &mut String) {
-        let mut off = 2u32;
-        for (n, t) in self.k.scalars.iter().enumerate() {
+        let offsets = abi::scalar_offsets(&self.k.scalars);
+        for (n, (t, off)) in self.k.scalars.iter().zip(offsets).enumerate() {
+            let off = abi::LOOP_WORDS + off;
             let word = |o: u32, s: Scalar| match s {
                 Scalar::F32 => format!("uintBitsToFloat(pc.w[{o}])"),
                 Scalar::I32 => format!("int(pc.w[{o}])"),
@@ -897,7 +899,6 @@ impl<'k> Printer<'k> {
                 _ => "0".into(),
             };
             writeln!(out, "#define mpm_s{n} ({v})").unwrap();
-            off += t.words();
         }
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ash::vk;
 use gpu_allocator::MemoryLocation;
+use mpm_core::abi;
 use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming, TreeArg};
 use mpm_core::ir::Kernel;
 use mpm_core::layout::Structure;
@@ -31,7 +32,6 @@ struct KernelPipelines {
     pool: vk::DescriptorPool,
     set: vk::DescriptorSet,
     float_views: Vec<bool>,
-    push_words: u32,
 }
 
 /// Pipelines of a kernel are specialised for the field shapes and the layout trees.
@@ -426,7 +426,6 @@ impl Runtime {
             pool: vk::DescriptorPool::null(),
             set: vk::DescriptorSet::null(),
             float_views,
-            push_words,
         };
         let r = (|| -> Result<()> {
             // SAFETY: all create infos are valid and outlive the calls; handles created here are
@@ -530,7 +529,7 @@ impl Runtime {
                 kernel.loops.len()
             )));
         }
-        let scalar_words: u32 = kernel.scalars.iter().map(|t| t.words()).sum();
+        let scalar_words = abi::scalar_words(&kernel.scalars);
         if args.scalars.len() != scalar_words as usize {
             return Err(bad(format!(
                 "{} scalar words passed, {scalar_words} expected",
@@ -582,8 +581,7 @@ impl Runtime {
         let loop_trees = glsl::active_loop_trees(&kernel, &key.2, &key.3);
         let active_steps = self.prepare_active(&qname, &trees, &loop_trees)?;
         let kp = &self.kernels[&key];
-        let (set, layout, pipelines, push_words) =
-            (kp.set, kp.layout, kp.pipelines.clone(), kp.push_words);
+        let (set, layout, pipelines) = (kp.set, kp.layout, kp.pipelines.clone());
         let n = bufs.len();
         // Descriptor writes.
         let mut infos: Vec<(u32, [vk::DescriptorBufferInfo; 1])> = vec![(
@@ -666,10 +664,7 @@ impl Runtime {
                     r.count
                 )));
             }
-            let mut push = Vec::with_capacity(push_words as usize);
-            push.push(r.start as u32);
-            push.push(r.count as u32);
-            push.extend_from_slice(args.scalars);
+            let push = abi::push_constants(r, args.scalars);
             let active = loop_trees[l].and_then(|t| active_steps[t]);
             dispatches.push((groups, gx, gy, push, active));
         }
