@@ -627,7 +627,7 @@ fn unsigned_abs_sign() {
 }
 
 // =========================================================================================
-// 6. Vector geometry: length normalize dot cross outer
+// 6. Vector geometry: length normalize dot cross outer sum product
 // =========================================================================================
 
 #[kernel]
@@ -642,6 +642,7 @@ fn k_geometry(
     v2: &mut Field<Vec2, 2>,
     m2: &mut Field<Mat2>,
     m3: &mut Field<Mat3>,
+    red: &mut Field<f32, 2>,
 ) {
     for i in a.indices() {
         let x = a[i];
@@ -664,6 +665,10 @@ fn k_geometry(
         v2[ivec2(r, 1)] = w * length(w);
         m2[i] = outer(w, vec2(x.x, y.y));
         m3[i] = outer(x, y);
+        red[ivec2(r, 0)] = sum(x);
+        red[ivec2(r, 1)] = product(x);
+        red[ivec2(r, 2)] = sum(z) + product(w);
+        red[ivec2(r, 3)] = product(z) - sum(w);
     }
 }
 
@@ -712,8 +717,10 @@ fn vector_geometry() {
                     let mut o2 = Field::<Vec2, 2>::new(be, [m, 2])?;
                     let mut om2 = Field::<Mat2>::new(be, [m])?;
                     let mut om3 = Field::<Mat3>::new(be, [m])?;
+                    let mut red = Field::<f32, 2>::new(be, [m, 4])?;
                     k_geometry(
                         &fa, &fb, &fc, &fd, &mut s, &mut o3, &mut o4, &mut o2, &mut om2, &mut om3,
+                        &mut red,
                     )?;
                     Ok((
                         s.download()?,
@@ -722,6 +729,7 @@ fn vector_geometry() {
                         o2.download()?,
                         om2.download()?,
                         om3.download()?,
+                        red.download()?,
                     ))
                 },
                 |cv, gv| {
@@ -744,7 +752,9 @@ fn vector_geometry() {
                     compare("normalize Vec4", &cv.2, &gv.2, t, &inp(1))?;
                     compare("Vec2", &cv.3, &gv.3, t, &inp(2))?;
                     compare("outer Vec2", &cv.4, &gv.4, t, &inp(1))?;
-                    compare("outer Vec3", &cv.5, &gv.5, t, &inp(1))
+                    compare("outer Vec3", &cv.5, &gv.5, t, &inp(1))?;
+                    // Sums and products run left to right on both backends.
+                    compare("sum/product", &cv.6, &gv.6, Tol::Exact, &inp(4))
                 },
             )
         },

@@ -115,6 +115,10 @@ builtins! {
         a.map(|c| c * inv)
     }
     Dot dot.dot <T: FloatVec>(a: T, b: T) -> f32 { a.dot_(b) }
+    /// The sum of a vector's components, left to right.
+    Sum sum <T: FloatVec>(a: T) -> f32 { a.sum_() }
+    /// The product of a vector's components, left to right.
+    Product product <T: FloatVec>(a: T) -> f32 { a.product_() }
     Cross cross.cross <>(a: Vec3, b: Vec3) -> Vec3 { a.cross(b) }
     /// `a * b^T`.
     Outer outer <T: Outer>(a: T, b: T) -> T::M { a.outer_(b) }
@@ -154,10 +158,21 @@ mod tests {
         assert_eq!(sign(-0.0f32), 0.0);
         assert_eq!(abs(i32::MIN), i32::MIN);
         assert_eq!(sign(7u32), 1);
-        assert_eq!(clamp(Vec2::new(-3.0, 3.0), Vec2::splat(-1.0), Vec2::ONE), Vec2::new(-1.0, 1.0));
-        assert_eq!(trace(Mat2::from_cols(Vec2::new(1.0, 5.0), Vec2::new(7.0, 2.0))), 3.0);
-        assert_eq!(outer(Vec2::X, Vec2::Y), Mat2::from_cols(Vec2::ZERO, Vec2::X));
+        assert_eq!(
+            clamp(Vec2::new(-3.0, 3.0), Vec2::splat(-1.0), Vec2::ONE),
+            Vec2::new(-1.0, 1.0)
+        );
+        assert_eq!(
+            trace(Mat2::from_cols(Vec2::new(1.0, 5.0), Vec2::new(7.0, 2.0))),
+            3.0
+        );
+        assert_eq!(
+            outer(Vec2::X, Vec2::Y),
+            Mat2::from_cols(Vec2::ZERO, Vec2::X)
+        );
         assert_eq!(methods::powf(4.0f32, 0.5), 2.0);
+        assert_eq!(sum(glam::Vec3::new(1e8, -1e8, 1.0)), 1.0);
+        assert_eq!(product(glam::Vec4::new(2.0, 3.0, 4.0, 0.5)), 12.0);
         assert_eq!(from_bits(to_bits(1.5)), 1.5);
     }
 }

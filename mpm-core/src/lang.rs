@@ -148,25 +148,32 @@ impl NumScalar for u32 {
 pub trait Num: Components<S: NumScalar> {}
 impl<T: Components<S: NumScalar>> Num for T {}
 
-/// Float vectors with their geometric operations.
+/// Float vectors with their geometric operations and component reductions (summed and
+/// multiplied left to right, as the GPU helpers do: the order is part of the result).
 pub trait FloatVec: Float {
     fn dot_(self, o: Self) -> f32;
+    fn sum_(self) -> f32;
+    fn product_(self) -> f32;
 }
-impl FloatVec for Vec2 {
-    fn dot_(self, o: Self) -> f32 {
-        self.dot(o)
-    }
+macro_rules! float_vec {
+    ($($v:ty: $first:ident $(, $c:ident)*);*) => {$(
+        impl FloatVec for $v {
+            #[inline(always)]
+            fn dot_(self, o: Self) -> f32 {
+                self.dot(o)
+            }
+            #[inline(always)]
+            fn sum_(self) -> f32 {
+                self.$first $(+ self.$c)*
+            }
+            #[inline(always)]
+            fn product_(self) -> f32 {
+                self.$first $(* self.$c)*
+            }
+        }
+    )*};
 }
-impl FloatVec for Vec3 {
-    fn dot_(self, o: Self) -> f32 {
-        self.dot(o)
-    }
-}
-impl FloatVec for Vec4 {
-    fn dot_(self, o: Self) -> f32 {
-        self.dot(o)
-    }
-}
+float_vec!(Vec2: x, y; Vec3: x, y, z; Vec4: x, y, z, w);
 
 /// Square matrices.
 pub trait Matrix: Copy {

@@ -622,7 +622,6 @@ impl Lower {
             .iter()
             .map(|a| self.expr(a))
             .collect::<Result<Vec<_>>>()?;
-        let m = self.m();
         let segs: Vec<String> = p
             .path
             .segments
@@ -630,33 +629,8 @@ impl Lower {
             .map(|s| s.ident.to_string())
             .collect();
         let n = segs.len();
-        if n >= 2 && builtins::TYPES.contains(&segs[n - 2].as_str()) {
-            let segs = &segs[n - 2..];
-            let ty = format_ident!("{}", segs[0]);
-            let known = builtins::constructor(&segs[0], &segs[1]).is_some()
-                || segs[1] == "splat"
-                || segs[1] == "from_diagonal";
-            if known && self.target == Target::Cpu {
-                // glam's own associated function (keeps the user's imports meaningful).
-                let path = &p.path;
-                return Ok(quote!(#path(#(#args),*)));
-            }
-            if let Some(ctor) = builtins::constructor(&segs[0], &segs[1]) {
-                let ctor = format_ident!("{}", ctor);
-                return Ok(quote!(#m::#ctor(#(#args),*)));
-            }
-            return match segs[1].as_str() {
-                "splat" => Ok(quote!(#m::splat::<::mpm_core::glam::#ty>(#(#args),*))),
-                "from_diagonal" => Ok(quote!(#m::from_diagonal::<::mpm_core::glam::#ty>(#(#args),*))),
-                _ => err(
-                    p,
-                    format!(
-                        "`{}::{}` is not part of the kernel language; use `new`, `splat`, `from_cols`, \
-                         `from_diagonal` or a constant",
-                        segs[0], segs[1]
-                    ),
-                ),
-            };
+        if n >= 2 && segs[n - 2].starts_with(|c: char| c.is_ascii_uppercase()) {
+            return self.associated(p, &segs[n - 2], &segs[n - 1], &args);
         }
         // A builtin or a user #[func]: both are a function and a module of the same name whose
         // `expand` traces the call (builtins are in scope through the body's glob import).
@@ -670,6 +644,43 @@ impl Lower {
             Target::Cpu => quote_spanned!(path.span()=> #path(#(#args),*)),
             Target::Trace => quote_spanned!(path.span()=> #path::expand(#(#args),*)),
         }
+    }
+
+    /// `Type::f(args)`: glam's constructors and `splat` / `from_diagonal`, on a glam type or
+    /// an alias of one (`Vec::splat(x)` in code written once for 2D and 3D).
+    fn associated(
+        &self,
+        p: &syn::ExprPath,
+        ty: &str,
+        f: &str,
+        args: &[TokenStream],
+    ) -> Result<TokenStream> {
+        let path = &p.path;
+        let ctor = builtins::constructor(ty, f).filter(|_| builtins::TYPES.contains(&ty));
+        let known = ctor.is_some() || f == "splat" || f == "from_diagonal";
+        if !known {
+            return err(
+                p,
+                format!(
+                    "`{ty}::{f}` is not part of the kernel language; use `new`, `splat`, `from_cols`, \
+                     `from_diagonal` or a constant"
+                ),
+            );
+        }
+        if self.target == Target::Cpu {
+            // glam's own associated function (keeps the user's imports meaningful).
+            return Ok(quote!(#path(#(#args),*)));
+        }
+        let m = self.m();
+        if let Some(ctor) = ctor {
+            let ctor = format_ident!("{}", ctor);
+            return Ok(quote!(#m::#ctor(#(#args),*)));
+        }
+        let mut ty_path = self.traced_path(path);
+        ty_path.segments.pop();
+        ty_path.segments.pop_punct();
+        let f = format_ident!("{}", f);
+        Ok(quote!(#m::#f::<#ty_path>(#(#args),*)))
     }
 
     /// The traced body of a func lives in a module named after the func, one level below the
@@ -720,7 +731,8 @@ impl Lower {
             args.push(self.expr(a)?);
         }
         let method = &mc.method;
-        let path: syn::Path = syn::parse_quote_spanned!(method.span()=> ::mpm_core::builtins::methods::#method);
+        let path: syn::Path =
+            syn::parse_quote_spanned!(method.span()=> ::mpm_core::builtins::methods::#method);
         Ok(self.call_path(&path, &args))
     }
 }

@@ -173,13 +173,16 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
     Ok(params)
 }
 
-/// Whether a type names one of the language's element types.
+/// Whether a type can name one of the language's element types: f32, i32, u32, bool, a glam
+/// vector or matrix, or a type alias of one (`Vec` in code written once for 2D and 3D; Rust
+/// checks that it is an element type). Other primitives (f64, i64, ...) are refused here.
 fn is_elem_type(ty: &Type) -> bool {
     let Type::Path(tp) = ty else { return false };
     tp.qself.is_none()
         && tp.path.segments.last().is_some_and(|s| {
+            let name = s.ident.to_string();
             s.arguments.is_empty()
-                && (["f32", "i32", "u32", "bool"].contains(&s.ident.to_string().as_str())
-                    || crate::builtins::TYPES.contains(&s.ident.to_string().as_str()))
+                && (["f32", "i32", "u32", "bool"].contains(&name.as_str())
+                    || name.starts_with(|c: char| c.is_ascii_uppercase()))
         })
 }

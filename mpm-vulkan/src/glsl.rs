@@ -157,6 +157,8 @@ enum Helper {
     FRem,
     Round,
     Trace,
+    Sum,
+    Product,
 }
 
 /// Per-field helpers, emitted when used.
@@ -615,6 +617,14 @@ impl<'k> Printer<'k> {
             Builtin::Length => "length",
             Builtin::Normalize => "normalize",
             Builtin::Dot => "dot",
+            Builtin::Sum => {
+                self.helpers.insert(Helper::Sum);
+                "mpm_sum"
+            }
+            Builtin::Product => {
+                self.helpers.insert(Helper::Product);
+                "mpm_product"
+            }
             Builtin::Cross => "cross",
             Builtin::Outer => "outerProduct",
             Builtin::Transpose => "transpose",
@@ -1022,6 +1032,18 @@ impl<'k> Printer<'k> {
                     out.push_str(
                         "float mpm_trace(mat3 m) {\n    return m[0][0] + m[1][1] + m[2][2];\n}\n",
                     );
+                }
+                // Left to right, as on the CPU.
+                Helper::Sum | Helper::Product => {
+                    let (name, op) = match h {
+                        Helper::Sum => ("mpm_sum", "+"),
+                        _ => ("mpm_product", "*"),
+                    };
+                    for n in 2..=4 {
+                        let terms: Vec<&str> = ["v.x", "v.y", "v.z", "v.w"][..n].to_vec();
+                        let body = terms.join(&format!(" {op} "));
+                        writeln!(out, "float {name}(vec{n} v) {{\n    return {body};\n}}").unwrap();
+                    }
                 }
             }
         }
