@@ -2,12 +2,7 @@
 //! Tolerance: relative 1e-3 of the largest entry (SVDs, logarithms and powers are computed
 //! by different math libraries, and the GPU may fuse multiply-adds).
 
-use mpm::core::materials::elastic::{
-    fixed_corotated_2d, fixed_corotated_3d, neo_hookean_2d, neo_hookean_3d,
-};
-use mpm::core::materials::sand::{drucker_prager_alpha, sand_plasticity_2d, sand_plasticity_3d};
-use mpm::core::materials::snow::{snow_plasticity_2d, snow_plasticity_3d};
-use mpm::core::materials::water::{water_stress_2d, water_stress_3d};
+use mpm::core::materials::{dim2, dim3};
 use mpm::core::rng::rand_f32;
 use mpm::glam::{IVec2, Mat2, Mat3, Vec2, Vec3};
 use mpm::{backend, kernel, BackendRef, Field, VulkanOptions};
@@ -18,15 +13,16 @@ fn models_2d(f: &Field<Mat2>, out: &mut Field<Mat2, 2>, mu: f32, lambda: f32, al
     for p in f.indices() {
         let fp = f[p];
         let row = p as i32;
-        out[IVec2::new(row, 0)] = neo_hookean_2d(fp, mu, lambda);
-        out[IVec2::new(row, 1)] = fixed_corotated_2d(fp, mu, lambda);
+        out[IVec2::new(row, 0)] = dim2::neo_hookean(fp, mu, lambda);
+        out[IVec2::new(row, 1)] = dim2::fixed_corotated(fp, mu, lambda);
         out[IVec2::new(row, 2)] =
-            water_stress_2d(determinant(fp), fp - Mat2::IDENTITY, 1e3, 7.0, 0.1);
+            dim2::water_stress(determinant(fp), fp - Mat2::IDENTITY, 1e3, 7.0, 0.1);
         // The plasticity models take and return the displacement gradient F - I.
-        let (fe, jp) = snow_plasticity_2d(fp - Mat2::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
+        let (fe, jp) = dim2::snow_plasticity(fp - Mat2::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
         out[IVec2::new(row, 3)] = fe;
         out[IVec2::new(row, 4)] = Mat2::from_diagonal(Vec2::splat(jp));
-        out[IVec2::new(row, 5)] = sand_plasticity_2d(fp - Mat2::IDENTITY, mu, lambda, alpha, 0.0);
+        out[IVec2::new(row, 5)] =
+            dim2::sand_plasticity(fp - Mat2::IDENTITY, mu, lambda, alpha, 0.0);
     }
 }
 
@@ -35,15 +31,16 @@ fn models_3d(f: &Field<Mat3>, out: &mut Field<Mat3, 2>, mu: f32, lambda: f32, al
     for p in f.indices() {
         let fp = f[p];
         let row = p as i32;
-        out[IVec2::new(row, 0)] = neo_hookean_3d(fp, mu, lambda);
-        out[IVec2::new(row, 1)] = fixed_corotated_3d(fp, mu, lambda);
+        out[IVec2::new(row, 0)] = dim3::neo_hookean(fp, mu, lambda);
+        out[IVec2::new(row, 1)] = dim3::fixed_corotated(fp, mu, lambda);
         out[IVec2::new(row, 2)] =
-            water_stress_3d(determinant(fp), fp - Mat3::IDENTITY, 1e3, 7.0, 0.1);
+            dim3::water_stress(determinant(fp), fp - Mat3::IDENTITY, 1e3, 7.0, 0.1);
         // The plasticity models take and return the displacement gradient F - I.
-        let (fe, jp) = snow_plasticity_3d(fp - Mat3::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
+        let (fe, jp) = dim3::snow_plasticity(fp - Mat3::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
         out[IVec2::new(row, 3)] = fe;
         out[IVec2::new(row, 4)] = Mat3::from_diagonal(Vec3::splat(jp));
-        out[IVec2::new(row, 5)] = sand_plasticity_3d(fp - Mat3::IDENTITY, mu, lambda, alpha, 0.0);
+        out[IVec2::new(row, 5)] =
+            dim3::sand_plasticity(fp - Mat3::IDENTITY, mu, lambda, alpha, 0.0);
     }
 }
 
@@ -67,7 +64,7 @@ fn gradients(n: u32) -> (Vec<Mat2>, Vec<Mat3>) {
 fn run(b: &BackendRef, f2: &[Mat2], f3: &[Mat3]) -> (Vec<Mat2>, Vec<Mat3>) {
     let n = f2.len() as u32;
     let (mu, la) = mpm::core::materials::lame(1e3, 0.3);
-    let alpha = drucker_prager_alpha(30f32.to_radians());
+    let alpha = dim3::drucker_prager_alpha(30f32.to_radians());
     let mut out2 = Field::<Mat2, 2>::new(b, [n, 6]).expect("field");
     let mut out3 = Field::<Mat3, 2>::new(b, [n, 6]).expect("field");
     models_2d(
@@ -108,7 +105,7 @@ fn materials_agree_on_both_backends() {
     let (c2, c3) = run(&backend::cpu(), &f2, &f3);
     // The CPU kernel gives what the funcs give when called as plain Rust.
     let (mu, la) = mpm::core::materials::lame(1e3, 0.3);
-    assert_eq!(c2[0], neo_hookean_2d(f2[0], mu, la));
+    assert_eq!(c2[0], dim2::neo_hookean(f2[0], mu, la));
     let vk = match mpm_vulkan::backend_for_tests(VulkanOptions::from_env(), "materials on Vulkan") {
         Ok(Some(b)) => std::sync::Arc::new(b) as BackendRef,
         Ok(None) => return,

@@ -6,6 +6,7 @@ extern crate self as mpm_core;
 pub mod abi;
 pub mod backend;
 pub mod builtins;
+pub mod dim;
 pub mod error;
 pub mod field;
 pub mod hash;

@@ -999,6 +999,10 @@ macro_rules! cmp_impls {
         impl TCmp<Expr<$t>> for $t {
             fn ids(self, r: Expr<$t>) -> (ExprId, ExprId) { (constant(self).id, r.id) }
         }
+        // Two constants (`DIM == 2` in code written once for both dimensions).
+        impl TCmp<$t> for $t {
+            fn ids(self, r: $t) -> (ExprId, ExprId) { (constant(self).id, constant(r).id) }
+        }
     )*};
 }
 cmp_impls!(f32, i32, u32, bool);

@@ -1083,12 +1083,12 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
 
     let zero_dim: HashSet<String> = params
         .iter()
-        .filter(|p| matches!(p, Param::Field { dims: 0, .. }))
+        .filter(|p| matches!(p, Param::Field { dims, .. } if dims.count() == Some(0)))
         .map(|p| p.name().to_string())
         .collect();
     let one_dim: HashSet<String> = params
         .iter()
-        .filter(|p| matches!(p, Param::Field { dims: 1, .. }))
+        .filter(|p| matches!(p, Param::Field { dims, .. } if dims.count() == Some(1)))
         .map(|p| p.name().to_string())
         .collect();
     let mut cpu = Lower::new(Target::Cpu, fields.clone(), false);
@@ -1213,7 +1213,7 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                 index,
             } => {
                 let n = name.to_string();
-                let (k, d) = (*index as u32, *dims);
+                let (k, d) = (*index as u32, dims);
                 field_params.push(quote!(::mpm_core::ir::FieldParam {
                     name: #n.to_string(),
                     elem: <#elem as ::mpm_core::Value>::ty(),

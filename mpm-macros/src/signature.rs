@@ -9,7 +9,7 @@ pub enum Param {
     Field {
         name: Ident,
         elem: Type,
-        dims: usize,
+        dims: Dims,
         writable: bool,
         index: usize,
     },
@@ -20,6 +20,33 @@ pub enum Param {
         /// Declared `mut`: the body assigns it.
         mutable: bool,
     },
+}
+
+/// A field's dimension count: a literal, or a constant (`Field<Vec, D>` in code written once
+/// for 2D and 3D, where `D` is 2 or 3 and Rust checks the rest).
+pub enum Dims {
+    Count(usize),
+    Const(syn::Path),
+}
+
+impl Dims {
+    /// The count, when the signature spells it.
+    pub fn count(&self) -> Option<usize> {
+        match self {
+            Dims::Count(n) => Some(*n),
+            Dims::Const(_) => None,
+        }
+    }
+}
+
+impl quote::ToTokens for Dims {
+    /// As a const generic argument.
+    fn to_tokens(&self, out: &mut proc_macro2::TokenStream) {
+        match self {
+            Dims::Count(n) => out.extend(quote::quote!(#n)),
+            Dims::Const(p) => out.extend(quote::quote!({ #p })),
+        }
+    }
 }
 
 impl Param {
@@ -49,7 +76,7 @@ pub fn arg_name(arg: &FnArg) -> Result<(Ident, bool, &Type)> {
 }
 
 /// `Field<T>` / `Field<T, D>`: the element type and dimension count.
-fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
+fn field_type(ty: &Type) -> Option<Result<(Type, Dims)>> {
     let Type::Path(tp) = ty else { return None };
     let last = tp.path.segments.last()?;
     if last.ident != "Field" {
@@ -72,18 +99,25 @@ fn field_type(ty: &Type) -> Option<Result<(Type, usize)>> {
         }
     };
     let dims = match it.next() {
-        None => 1,
+        None => Dims::Count(1),
         Some(GenericArgument::Const(syn::Expr::Lit(l))) if l_int(l).is_some() => {
-            l_int(l).unwrap_or(1)
+            Dims::Count(l_int(l).unwrap_or(1))
+        }
+        // A constant's name parses as a type.
+        Some(GenericArgument::Type(Type::Path(tp))) if tp.qself.is_none() => {
+            Dims::Const(tp.path.clone())
+        }
+        Some(GenericArgument::Const(syn::Expr::Path(p))) if p.qself.is_none() => {
+            Dims::Const(p.path.clone())
         }
         Some(other) => {
             return Some(Err(Error::new_spanned(
                 other,
-                "the dimension count must be a literal 0, 1, 2 or 3",
+                "the dimension count must be a literal 0, 1, 2 or 3, or a constant",
             )))
         }
     };
-    if dims > 3 {
+    if dims.count().is_some_and(|d| d > 3) {
         return Some(Err(Error::new_spanned(
             args,
             "fields have 0 to 3 dimensions",

@@ -7,7 +7,7 @@
 //!
 //! * `#[func]`s are plain functions of scalars, vectors and matrices. They call builtins
 //!   (`svd`, `ln`, `length`, ...) and each other, also across modules: `plasticine_2d` below
-//!   uses our `von_mises_return_2d` and the engine's own `hencky_stress_2d`. They are also
+//!   uses our `von_mises_return_2d` and the engine's own `materials::dim2::hencky_stress`. They are also
 //!   ordinary Rust functions, so a unit test can call them on the host.
 //! * A `#[kernel]` takes fields (`&Field<T>` to read, `&mut Field<T>` to write) and scalars
 //!   (`f32`, `i32`, `u32`, `bool`, glam vectors and matrices), and returns `Result<()>`. Its
@@ -27,8 +27,8 @@
 //!   and the Kirchhoff stress `tau` that the next substep scatters to the grid.
 
 use mpm_core::glam::{Mat2, Vec2};
+use mpm_core::materials::dim2;
 use mpm_core::materials::lame;
-use mpm_core::materials::sand::hencky_stress_2d;
 use mpm_core::solver::{Material, MaterialId, Particles, Region, Sampling, Settings, Solver2};
 use mpm_core::{func, kernel, BackendRef, Field, Result};
 
@@ -73,7 +73,7 @@ pub fn plasticine_2d(f: Mat2, mu: f32, lambda: f32, yield_stress: f32) -> (Mat2,
     let eps = vec2(ln(max(abs(sig.x), 1e-6)), ln(max(abs(sig.y), 1e-6)));
     let e = von_mises_return_2d(eps, mu, yield_stress);
     let fe = u * Mat2::from_diagonal(vec2(exp(e.x), exp(e.y))) * transpose(v);
-    (fe, hencky_stress_2d(fe, mu, lambda))
+    (fe, dim2::hencky_stress(fe, mu, lambda))
 }
 
 /// The stress hook's kernel: particles of material `id` get plasticine's `F` and `tau`;

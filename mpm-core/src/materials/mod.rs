@@ -3,13 +3,14 @@
 //! Every elastic model returns the Kirchhoff stress `tau = P F^T` (P the first
 //! Piola-Kirchhoff stress), which MLS-MPM's P2G uses directly:
 //! `affine = -dt * V0 * (4 / dx^2) * tau + m C` (Hu et al. 2018, eq. 29).
-//! Plasticity models return the projected deformation gradient. 2D and 3D versions sit side
-//! by side because kernels are not generic.
+//! Plasticity models return the projected deformation gradient.
+//!
+//! Each model is written once (`elastic.rs`, `water.rs`, `snow.rs`, `sand.rs`, in terms of
+//! the dimension's `Vec`, `Mat` and `DIM`) and compiled for each dimension as [`dim2`] and
+//! [`dim3`] (see [`crate::dim`]): `materials::dim2::neo_hookean`, `materials::dim3::neo_hookean`.
 
-pub mod elastic;
-pub mod sand;
-pub mod snow;
-pub mod water;
+pub mod dim2;
+pub mod dim3;
 
 /// Lamé parameters from Young's modulus and Poisson's ratio: `(mu, lambda)`.
 pub fn lame(youngs: f32, poisson: f32) -> (f32, f32) {
@@ -23,11 +24,7 @@ pub fn lame(youngs: f32, poisson: f32) -> (f32, f32) {
 mod tests {
     use glam::{Mat2, Mat3, Vec2, Vec3};
 
-    use super::elastic::*;
-    use super::lame;
-    use super::sand::*;
-    use super::snow::*;
-    use super::water::*;
+    use super::{dim2, dim3, lame};
 
     fn close2(a: Mat2, b: Mat2, tol: f32) -> bool {
         (a - b).to_cols_array().iter().all(|x| x.abs() <= tol)
@@ -40,32 +37,32 @@ mod tests {
     fn rest_state_is_stress_free() {
         let (mu, la) = lame(1e3, 0.2);
         assert!(close2(
-            neo_hookean_2d(Mat2::IDENTITY, mu, la),
+            dim2::neo_hookean(Mat2::IDENTITY, mu, la),
             Mat2::ZERO,
             1e-4
         ));
         assert!(close3(
-            neo_hookean_3d(Mat3::IDENTITY, mu, la),
+            dim3::neo_hookean(Mat3::IDENTITY, mu, la),
             Mat3::ZERO,
             1e-4
         ));
         assert!(close2(
-            fixed_corotated_2d(Mat2::IDENTITY, mu, la),
+            dim2::fixed_corotated(Mat2::IDENTITY, mu, la),
             Mat2::ZERO,
             1e-4
         ));
         assert!(close3(
-            fixed_corotated_3d(Mat3::IDENTITY, mu, la),
+            dim3::fixed_corotated(Mat3::IDENTITY, mu, la),
             Mat3::ZERO,
             1e-4
         ));
         assert!(close2(
-            water_stress_2d(1.0, Mat2::ZERO, 1e3, 7.0, 0.1),
+            dim2::water_stress(1.0, Mat2::ZERO, 1e3, 7.0, 0.1),
             Mat2::ZERO,
             1e-4
         ));
         assert!(close3(
-            water_stress_3d(1.0, Mat3::ZERO, 1e3, 7.0, 0.1),
+            dim3::water_stress(1.0, Mat3::ZERO, 1e3, 7.0, 0.1),
             Mat3::ZERO,
             1e-4
         ));
@@ -81,14 +78,14 @@ mod tests {
             Vec3::new(0.0, 0.04, 1.05),
         );
         let r = Mat3::from_rotation_y(0.7) * Mat3::from_rotation_x(-0.3);
-        for model in [neo_hookean_3d, fixed_corotated_3d] {
+        for model in [dim3::neo_hookean, dim3::fixed_corotated] {
             let lhs = model(r * f, mu, la);
             let rhs = r * model(f, mu, la) * r.transpose();
             assert!(close3(lhs, rhs, 1e-2), "{lhs:?} vs {rhs:?}");
         }
         let f2 = Mat2::from_cols(Vec2::new(1.2, 0.1), Vec2::new(-0.05, 0.8));
         let r2 = Mat2::from_angle(0.4);
-        for model in [neo_hookean_2d, fixed_corotated_2d] {
+        for model in [dim2::neo_hookean, dim2::fixed_corotated] {
             assert!(close2(
                 model(r2 * f2, mu, la),
                 r2 * model(f2, mu, la) * r2.transpose(),
@@ -102,16 +99,16 @@ mod tests {
         // A bar stretched along x is under tension along x (positive tau_xx).
         let (mu, la) = lame(1e3, 0.2);
         let f = Mat2::from_diagonal(Vec2::new(1.1, 1.0));
-        assert!(neo_hookean_2d(f, mu, la).x_axis.x > 0.0);
-        assert!(fixed_corotated_2d(f, mu, la).x_axis.x > 0.0);
+        assert!(dim2::neo_hookean(f, mu, la).x_axis.x > 0.0);
+        assert!(dim2::fixed_corotated(f, mu, la).x_axis.x > 0.0);
         // Compressed water pushes out: negative (compressive) Kirchhoff stress is -p J < 0.
-        assert!(water_stress_2d(0.9, Mat2::ZERO, 1e3, 7.0, 0.0).x_axis.x < 0.0);
+        assert!(dim2::water_stress(0.9, Mat2::ZERO, 1e3, 7.0, 0.0).x_axis.x < 0.0);
     }
 
     #[test]
     fn snow_clamps_and_hardens() {
         let f = Mat3::from_diagonal(Vec3::new(1.2, 0.9, 1.0));
-        let (he, jp) = snow_plasticity_3d(f - Mat3::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
+        let (he, jp) = dim3::snow_plasticity(f - Mat3::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
         let fe = he + Mat3::IDENTITY;
         let d = Vec3::new(fe.x_axis.x, fe.y_axis.y, fe.z_axis.z);
         assert!(
@@ -120,32 +117,35 @@ mod tests {
         );
         // Plastic volume change: det(F) / det(Fe).
         assert!((jp - 1.2 * 0.9 / (1.0045 * 0.975)).abs() < 1e-4, "{jp}");
-        assert!(snow_hardening(jp, 10.0) < 1.0);
-        let (he2, jp2) = snow_plasticity_2d(Mat2::ZERO, 1.0, 2.5e-2, 4.5e-3);
+        assert!(dim3::snow_hardening(jp, 10.0) < 1.0);
+        let (he2, jp2) = dim2::snow_plasticity(Mat2::ZERO, 1.0, 2.5e-2, 4.5e-3);
         assert!(close2(he2, Mat2::ZERO, 1e-5) && (jp2 - 1.0).abs() < 1e-6);
         // Inside the bounds the displacement gradient comes back exactly, however small.
         let tiny = Mat3::from_diagonal(Vec3::new(3e-8, -2e-8, 0.0));
-        assert_eq!(snow_plasticity_3d(tiny, 1.0, 2.5e-2, 4.5e-3), (tiny, 1.0));
+        assert_eq!(
+            dim3::snow_plasticity(tiny, 1.0, 2.5e-2, 4.5e-3),
+            (tiny, 1.0)
+        );
     }
 
     #[test]
     fn sand_projects_onto_the_cone() {
         let (mu, la) = lame(3.537e5, 0.3);
-        let alpha = drucker_prager_alpha(30f32.to_radians());
+        let alpha = dim3::drucker_prager_alpha(30f32.to_radians());
         // Pure hydrostatic compression is inside the cone: unchanged.
         // (The models take and return the displacement gradient h = F - I.)
         let h = Mat3::from_diagonal(Vec3::splat(-0.02));
-        assert_eq!(sand_plasticity_3d(h, mu, la, alpha, 0.0), h);
+        assert_eq!(dim3::sand_plasticity(h, mu, la, alpha, 0.0), h);
         // Expansion without cohesion: the sand falls apart (F becomes a rotation).
         let h = Mat3::from_diagonal(Vec3::new(0.05, 0.02, 0.0));
         assert!(close3(
-            sand_plasticity_3d(h, mu, la, alpha, 0.0),
+            dim3::sand_plasticity(h, mu, la, alpha, 0.0),
             Mat3::ZERO,
             1e-4
         ));
         // Strong shear under light compression yields: the deviatoric strain shrinks.
         let h = Mat2::from_diagonal(Vec2::new(0.1, -0.12));
-        let fp = sand_plasticity_2d(h, mu, la, alpha, 0.0) + Mat2::IDENTITY;
+        let fp = dim2::sand_plasticity(h, mu, la, alpha, 0.0) + Mat2::IDENTITY;
         let (sx, sy) = (fp.x_axis.x.ln(), fp.y_axis.y.ln());
         assert!(
             (sx - sy).abs() < (1.1f32.ln() - 0.88f32.ln()).abs(),

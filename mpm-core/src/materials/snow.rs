@@ -4,35 +4,21 @@
 //! by `h = exp(xi (1 - Jp))` (their eq. 7; the paper's values: theta_c = 2.5e-2,
 //! theta_s = 7.5e-3, xi = 10; Taichi's mpm99 uses theta_s = 4.5e-3).
 
-use glam::{Mat2, Mat3, Vec2, Vec3};
-
+use super::{Mat, Vec};
 use crate::func;
 
 /// The projected elastic deformation, both as the displacement gradient `F - I` (see
 /// `Particles::grad_u`), and the new plastic volume ratio. A step that clamps nothing returns
 /// `h` itself: rebuilding it from the SVD would round away strains below f32's resolution.
 #[func]
-pub fn snow_plasticity_2d(h: Mat2, jp: f32, theta_c: f32, theta_s: f32) -> (Mat2, f32) {
-    let (u, sig, v) = svd(Mat2::IDENTITY + h);
-    let clamped = clamp(sig, Vec2::splat(1.0 - theta_c), Vec2::splat(1.0 + theta_s));
+pub fn snow_plasticity(h: Mat, jp: f32, theta_c: f32, theta_s: f32) -> (Mat, f32) {
+    let (u, sig, v) = svd(Mat::IDENTITY + h);
+    let clamped = clamp(sig, Vec::splat(1.0 - theta_c), Vec::splat(1.0 + theta_s));
     let mut h_new = h;
     let mut jp_new = jp;
-    if clamped.x != sig.x || clamped.y != sig.y {
-        jp_new = jp * (sig.x * sig.y) / (clamped.x * clamped.y);
-        h_new = u * Mat2::from_diagonal(clamped) * transpose(v) - Mat2::IDENTITY;
-    }
-    (h_new, jp_new)
-}
-
-#[func]
-pub fn snow_plasticity_3d(h: Mat3, jp: f32, theta_c: f32, theta_s: f32) -> (Mat3, f32) {
-    let (u, sig, v) = svd(Mat3::IDENTITY + h);
-    let clamped = clamp(sig, Vec3::splat(1.0 - theta_c), Vec3::splat(1.0 + theta_s));
-    let mut h_new = h;
-    let mut jp_new = jp;
-    if clamped.x != sig.x || clamped.y != sig.y || clamped.z != sig.z {
-        jp_new = jp * (sig.x * sig.y * sig.z) / (clamped.x * clamped.y * clamped.z);
-        h_new = u * Mat3::from_diagonal(clamped) * transpose(v) - Mat3::IDENTITY;
+    if clamped != sig {
+        jp_new = jp * product(sig) / product(clamped);
+        h_new = u * Mat::from_diagonal(clamped) * transpose(v) - Mat::IDENTITY;
     }
     (h_new, jp_new)
 }

@@ -4,7 +4,7 @@ use glam::Vec4;
 
 use super::kernels;
 use crate::materials::lame;
-use crate::materials::sand::{drucker_prager_alpha, drucker_prager_alpha_2d};
+use crate::materials::{dim2, dim3};
 use crate::{BackendRef, Error, Field, Result};
 
 /// A material. Densities are in kg/m^3 (or per m^2 in 2D), moduli in Pa.
@@ -291,9 +291,9 @@ impl Material {
                 elastic,
                 Vec4::new(
                     if dimension == 2 {
-                        drucker_prager_alpha_2d(friction_angle.to_radians())
+                        dim2::drucker_prager_alpha(friction_angle.to_radians())
                     } else {
-                        drucker_prager_alpha(friction_angle.to_radians())
+                        dim3::drucker_prager_alpha(friction_angle.to_radians())
                     },
                     *cohesion,
                     0.0,

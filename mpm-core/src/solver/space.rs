@@ -2,10 +2,7 @@
 
 use glam::{DMat3, IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
 
-use super::kernels::{
-    init_stress_2d, init_stress_3d, substep_2d_cubic, substep_2d_quadratic, substep_3d_cubic,
-    substep_3d_quadratic,
-};
+use super::kernels::{dim2, dim3};
 use super::{Grid, MaterialTable, Particles, StepScalars};
 use crate::{Elem, Field, Result};
 
@@ -45,7 +42,7 @@ pub struct D3;
 
 /// One call of a substep kernel with the solver's fields and scalars.
 macro_rules! substep_call {
-    ($kernel:ident, $p:ident, $grid:ident, $t:ident, $colliders:ident, $status:ident, $speeds:ident, $s:ident, $V:ident, $IV:ident) => {{
+    ($kernel:path, $p:ident, $grid:ident, $t:ident, $colliders:ident, $status:ident, $speeds:ident, $s:ident, $V:ident, $IV:ident) => {{
         let count = $p.count();
         $kernel(
             &mut $p.x,
@@ -87,7 +84,7 @@ macro_rules! substep_call {
 }
 
 macro_rules! space {
-    ($space:ident, $d:literal, $V:ident, $M:ident, $IV:ident, $quadratic:ident, $cubic:ident, $init:ident) => {
+    ($space:ident, $d:literal, $V:ident, $M:ident, $IV:ident, $kernels:ident) => {
         impl Space<$d> for $space {
             type V = $V;
             type M = $M;
@@ -122,9 +119,31 @@ macro_rules! space {
                 s: &StepScalars<$d>,
             ) -> Result<()> {
                 if s.support == 3 {
-                    substep_call!($quadratic, p, grid, t, colliders, status, speeds, s, $V, $IV)
+                    substep_call!(
+                        $kernels::substep_quadratic,
+                        p,
+                        grid,
+                        t,
+                        colliders,
+                        status,
+                        speeds,
+                        s,
+                        $V,
+                        $IV
+                    )
                 } else {
-                    substep_call!($cubic, p, grid, t, colliders, status, speeds, s, $V, $IV)
+                    substep_call!(
+                        $kernels::substep_cubic,
+                        p,
+                        grid,
+                        t,
+                        colliders,
+                        status,
+                        speeds,
+                        s,
+                        $V,
+                        $IV
+                    )
                 }
             }
 
@@ -134,7 +153,7 @@ macro_rules! space {
                 start: u32,
                 end: u32,
             ) -> Result<()> {
-                $init(
+                $kernels::init_stress(
                     &mut p.grad_u,
                     &p.c,
                     &mut p.tau,
@@ -151,23 +170,5 @@ macro_rules! space {
     };
 }
 
-space!(
-    D2,
-    2,
-    Vec2,
-    Mat2,
-    IVec2,
-    substep_2d_quadratic,
-    substep_2d_cubic,
-    init_stress_2d
-);
-space!(
-    D3,
-    3,
-    Vec3,
-    Mat3,
-    IVec3,
-    substep_3d_quadratic,
-    substep_3d_cubic,
-    init_stress_3d
-);
+space!(D2, 2, Vec2, Mat2, IVec2, dim2);
+space!(D3, 3, Vec3, Mat3, IVec3, dim3);

@@ -1,0 +1,52 @@
+//! The solver's kernels in 2D: what differs from 3D, and `mls_mpm.rs` compiled with it.
+
+use glam::Vec4;
+
+use super::bspline_weights;
+use crate::dim::d2::{IVec, Mat, Vec, D, DIM, INV_DIM};
+use crate::func;
+use crate::materials::dim2 as materials;
+
+/// Stencil loop depths (the third axis): 2D runs the innermost loop once.
+const QUADRATIC_DEPTH: i32 = 1;
+const CUBIC_DEPTH: i32 = 1;
+
+#[path = "mls_mpm.rs"]
+mod mls_mpm;
+pub use mls_mpm::*;
+
+/// The particle-relative node offsets `(i, k, l)` of a stencil as a grid offset.
+#[func]
+pub fn offset(i: i32, k: i32, _l: i32) -> IVec {
+    ivec2(i, k)
+}
+
+/// The first components of a table row.
+#[func]
+pub fn row(r: Vec4) -> Vec {
+    vec2(r.x, r.y)
+}
+
+/// A node's index as a position in cells.
+#[func]
+pub fn to_vec(cell: IVec) -> Vec {
+    cell.as_vec2()
+}
+
+/// The stencil of a particle at `xp` (in cells): its base node, its offset from that node,
+/// and its weights along each axis (`w[0][n]`: node `n` along x; in 2D `w[2]` is `(1, 0, 0, 0)`).
+#[func]
+pub fn stencil(xp: Vec, support: i32) -> (IVec, Vec, [Vec4; 3]) {
+    let shift = select(support == 3, 0.5, 1.0);
+    let base = floor(xp - Vec::splat(shift)).as_ivec2();
+    let fx = xp - base.as_vec2();
+    (
+        base,
+        fx,
+        [
+            bspline_weights(fx.x, support),
+            bspline_weights(fx.y, support),
+            vec4(1.0, 0.0, 0.0, 0.0),
+        ],
+    )
+}

@@ -1,0 +1,52 @@
+//! The solver's kernels in 3D: what differs from 2D, and `mls_mpm.rs` compiled with it.
+
+use glam::Vec4;
+
+use super::bspline_weights;
+use crate::dim::d3::{IVec, Mat, Vec, D, DIM, INV_DIM};
+use crate::func;
+use crate::materials::dim3 as materials;
+
+/// Stencil loop depths (the third axis): as deep as the spline's support.
+const QUADRATIC_DEPTH: i32 = 3;
+const CUBIC_DEPTH: i32 = 4;
+
+#[path = "mls_mpm.rs"]
+mod mls_mpm;
+pub use mls_mpm::*;
+
+/// The particle-relative node offsets `(i, k, l)` of a stencil as a grid offset.
+#[func]
+pub fn offset(i: i32, k: i32, l: i32) -> IVec {
+    ivec3(i, k, l)
+}
+
+/// The first components of a table row.
+#[func]
+pub fn row(r: Vec4) -> Vec {
+    vec3(r.x, r.y, r.z)
+}
+
+/// A node's index as a position in cells.
+#[func]
+pub fn to_vec(cell: IVec) -> Vec {
+    cell.as_vec3()
+}
+
+/// The stencil of a particle at `xp` (in cells): its base node, its offset from that node,
+/// and its weights along each axis (`w[0][n]`: node `n` along x).
+#[func]
+pub fn stencil(xp: Vec, support: i32) -> (IVec, Vec, [Vec4; 3]) {
+    let shift = select(support == 3, 0.5, 1.0);
+    let base = floor(xp - Vec::splat(shift)).as_ivec3();
+    let fx = xp - base.as_vec3();
+    (
+        base,
+        fx,
+        [
+            bspline_weights(fx.x, support),
+            bspline_weights(fx.y, support),
+            bspline_weights(fx.z, support),
+        ],
+    )
+}

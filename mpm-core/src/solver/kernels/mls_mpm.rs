@@ -1,0 +1,454 @@
+//! The MLS-MPM substep and stress kernels (Hu et al. 2018, "A Moving Least Squares Material
+//! Point Method with Displacement Discontinuity and Two-Way Rigid Body Coupling"), written
+//! once for both dimensions: compiled as `kernels::dim2` and `kernels::dim3`, whose modules
+//! supply `Vec`, `Mat`, `IVec`, `DIM`, `D`, `INV_DIM`, the stencil helpers and the materials.
+
+use glam::Vec4;
+
+use super::{
+    materials, offset, row, stencil, to_vec, IVec, Mat, Vec, CUBIC_DEPTH, D, DIM, INV_DIM,
+    QUADRATIC_DEPTH,
+};
+use crate::solver::kernels::{
+    non_finite, speed_bucket, COLLIDER_ROWS, FIXED_COROTATED, NEO_HOOKEAN, NON_FINITE, PLANE, SAND,
+    SLIP, SNOW, SPHERE, STICKY, TOO_FAST, WATER,
+};
+use crate::{func, kernel, Field};
+
+/// A boundary condition on a grid velocity `v` against a surface with outward normal
+/// `n` moving at `vc`: sticky stops it, slip keeps only its tangential part, separate
+/// does so only while it approaches; the tangential part then loses Coulomb friction
+/// `friction * |v_n|`.
+#[func]
+pub fn boundary(v: Vec, n: Vec, vc: Vec, condition: i32, friction: f32) -> Vec {
+    let rel = v - vc;
+    let vn = dot(rel, n);
+    let mut out = rel;
+    if condition == STICKY {
+        out = Vec::ZERO;
+    } else if condition == SLIP || vn < 0.0 {
+        let vt = rel - vn * n;
+        let vt_len = length(vt);
+        let mut keep = 0.0;
+        if vt_len > 1e-12 {
+            keep = max(1.0 - friction * abs(vn) / vt_len, 0.0);
+        }
+        out = keep * vt;
+    }
+    out + vc
+}
+
+/// Applies a collider (four table rows) to the velocity `v` of the node at `xn`.
+#[func]
+pub fn collide(v: Vec, xn: Vec, head: Vec4, at: Vec4, shape_row: Vec4, velocity: Vec4) -> Vec {
+    let shape = head.x as i32;
+    let centre = row(at);
+    let d = xn - centre;
+    let mut inside = true;
+    let mut n = Vec::ZERO;
+    if shape == PLANE {
+        n = row(shape_row);
+        inside = dot(d, n) < 0.0;
+    } else if shape == SPHERE {
+        let r = length(d);
+        inside = r < at.w;
+        if r > 1e-12 {
+            n = d / r;
+        }
+    } else {
+        // A box: the nearest face's normal.
+        let q = abs(d) - row(shape_row);
+        let mut best = -1e30;
+        for a in 0..DIM {
+            if q[a] >= 0.0 {
+                inside = false;
+            }
+            if q[a] > best {
+                best = q[a];
+                n = Vec::ZERO;
+                n[a] = select(d[a] < 0.0, -1.0, 1.0);
+            }
+        }
+    }
+    let mut out = v;
+    if inside {
+        out = boundary(v, n, row(velocity), head.y as i32, head.z);
+    }
+    out
+}
+
+/// Domain walls `thickness` cells thick on every side of a grid of `res` cells (none
+/// for 0): the nodes `cell <= thickness` and `cell >= res - thickness` along any axis
+/// take the walls' condition, mirror images about the domain's centre. See `Walls`
+/// for where the surfaces lie.
+#[func]
+pub fn walls(cell: IVec, v: Vec, res: IVec, thickness: i32, condition: i32, friction: f32) -> Vec {
+    let mut out = v;
+    if thickness > 0 {
+        for a in 0..DIM {
+            let mut n = Vec::ZERO;
+            if cell[a] <= thickness {
+                n[a] = 1.0;
+                out = boundary(out, n, Vec::ZERO, condition, friction);
+            } else if cell[a] >= res[a] - thickness {
+                n[a] = -1.0;
+                out = boundary(out, n, Vec::ZERO, condition, friction);
+            }
+        }
+    }
+    out
+}
+
+/// Puts a particle that crossed a wall's surface, half a cell behind the last held
+/// nodes (see `Walls`), back on it, and applies the walls' condition to its velocity
+/// there (the grid's wall nodes alone let a fast particle sink into the wall).
+/// Returns the new position and velocity.
+#[func]
+pub fn keep_out(
+    x: Vec,
+    v: Vec,
+    res: IVec,
+    dx: f32,
+    thickness: i32,
+    condition: i32,
+    friction: f32,
+) -> (Vec, Vec) {
+    let mut xo = x;
+    let mut vo = v;
+    if thickness > 0 {
+        // Cells from the border to the surface, as `Walls::surfaces` has it.
+        let surface = thickness as f32 - 0.5;
+        for a in 0..DIM {
+            let low = surface * dx;
+            let high = (res[a] as f32 - surface) * dx;
+            let mut n = Vec::ZERO;
+            if xo[a] < low {
+                xo[a] = low;
+                n[a] = 1.0;
+                vo = boundary(vo, n, Vec::ZERO, condition, friction);
+            } else if xo[a] > high {
+                xo[a] = high;
+                n[a] = -1.0;
+                vo = boundary(vo, n, Vec::ZERO, condition, friction);
+            }
+        }
+    }
+    (xo, vo)
+}
+
+/// `det(I + h) - 1`, the volume change of a displacement gradient `h = F - I`, from
+/// `h`'s invariants: `tr h + det h` in 2D, plus the sum of the principal 2x2 minors,
+/// `(tr(h)^2 - tr(h h)) / 2`, in 3D. Forming `det(F) - 1` instead would round changes
+/// below f32's 6e-8 at 1 away.
+#[func]
+pub fn volume_change(h: Mat) -> f32 {
+    let t = trace(h);
+    let is_3d = DIM as f32 - 2.0;
+    t + is_3d * 0.5 * (t * t - trace(h * h)) + determinant(h)
+}
+
+/// `J^(1/d) - 1` for `J = 1 + dj`, without cancellation: `(r - 1)(1 + r [+ r^2]) = dj`.
+#[func]
+pub fn root_change(dj: f32) -> f32 {
+    let r = pow(max(1.0 + dj, 0.0), INV_DIM);
+    let is_3d = DIM as f32 - 2.0;
+    dj / (1.0 + r + is_3d * r * r)
+}
+
+/// One particle's constitutive update: plasticity projects the trial displacement
+/// gradient `h = F - I`, then the Kirchhoff stress follows. Returns `(h, tau, Jp)`.
+/// `elastic` is `(mu, lambda, -, -)`, `params` the material's own (see `Material`).
+/// User materials keep `tau`, which their hook writes.
+#[func]
+pub fn constitutive(
+    kind: i32,
+    h: Mat,
+    c: Mat,
+    tau: Mat,
+    jp: f32,
+    elastic: Vec4,
+    params: Vec4,
+) -> (Mat, Mat, f32) {
+    let mu = elastic.x;
+    let lambda = elastic.y;
+    let mut h_new = h;
+    let mut tau_new = tau;
+    let mut jp_new = jp;
+    if kind == WATER {
+        // Water keeps only its volume: shear in F would never relax. With a free
+        // surface (params.w) it holds no tension: J never exceeds 1.
+        let mut dj = volume_change(h);
+        if params.w > 0.0 {
+            dj = min(dj, 0.0);
+        }
+        h_new = Mat::from_diagonal(Vec::splat(root_change(dj)));
+        tau_new = materials::water_stress(1.0 + dj, c, params.x, params.y, params.z);
+    } else if kind == NEO_HOOKEAN {
+        tau_new = materials::neo_hookean(Mat::IDENTITY + h, mu, lambda);
+    } else if kind == FIXED_COROTATED {
+        tau_new = materials::fixed_corotated(Mat::IDENTITY + h, mu, lambda);
+    } else if kind == SNOW {
+        let (hp, jp_p) = materials::snow_plasticity(h, jp, params.x, params.y);
+        h_new = hp;
+        jp_new = jp_p;
+        let hardening = materials::snow_hardening(jp_p, params.z);
+        tau_new =
+            materials::fixed_corotated(Mat::IDENTITY + hp, mu * hardening, lambda * hardening);
+    } else if kind == SAND {
+        h_new = materials::sand_plasticity(h, mu, lambda, params.x, params.y);
+        tau_new = materials::hencky_stress(Mat::IDENTITY + h_new, mu, lambda);
+    }
+    (h_new, tau_new, jp_new)
+}
+
+/// The substep kernel of one spline: `support` nodes per axis, stencil loops `depth` deep
+/// (the third loop runs once in 2D); constant bounds, so both backends unroll them.
+macro_rules! substep {
+    ($substep:ident, $support:literal, $depth:ident) => {
+        /// One substep: clear the grid, scatter particles (P2G), update grid velocities
+        /// (gravity, damping, colliders, walls), gather back (G2P, APIC with a FLIP blend),
+        /// keep particles out of the walls, update deformation and stress. Particles with a
+        /// negative material id are dead.
+        ///
+        /// FLIP's increment is the grid velocity's change over the whole step, stress
+        /// included, so `grid_v0` holds the particles' momentum over mass without the stress
+        /// impulse (which MLS-MPM folds into P2G); it is scattered only when `flip > 0`.
+        ///
+        /// `dinv` is the inverse of APIC's inertia-like tensor, `4 / dx^2` for quadratic and
+        /// `3 / dx^2` for cubic splines (Jiang et al. 2015, "The affine particle-in-cell
+        /// method"). A particle that ends outside `margin` cells of the border is marked dead
+        /// and counted in `status[4]`; a non-finite or too fast one is reported in
+        /// `status[0..4]`.
+        #[kernel]
+        pub fn $substep(
+            x: &mut Field<Vec>,
+            v: &mut Field<Vec>,
+            c: &mut Field<Mat>,
+            grad_u: &mut Field<Mat>,
+            tau: &mut Field<Mat>,
+            jp: &mut Field<f32>,
+            mass: &Field<f32>,
+            vol: &Field<f32>,
+            material: &mut Field<i32>,
+            kinds: &Field<i32>,
+            elastic: &Field<Vec4>,
+            params: &Field<Vec4>,
+            colliders: &Field<Vec4>,
+            status: &mut Field<i32>,
+            speeds: &mut Field<i32>,
+            grid_v: &mut Field<Vec, D>,
+            grid_v0: &mut Field<Vec, D>,
+            grid_m: &mut Field<f32, D>,
+            count: u32,
+            step: i32,
+            res: IVec,
+            dt: f32,
+            dx: f32,
+            dinv: f32,
+            gravity: Vec,
+            damping: f32,
+            flip: f32,
+            n_colliders: i32,
+            wall_thickness: i32,
+            wall_condition: i32,
+            wall_friction: f32,
+            margin: f32,
+            max_speed: f32,
+            track_speed: bool,
+        ) {
+            let inv_dx = 1.0 / dx;
+            let support = $support;
+            let depth = $depth;
+            for b in 0..crate::solver::kernels::SPEED_BUCKETS {
+                speeds[b] = 0;
+            }
+            for cell in grid_m.active() {
+                grid_v[cell] = Vec::ZERO;
+                grid_v0[cell] = Vec::ZERO;
+                grid_m[cell] = 0.0;
+            }
+            for p in 0..count {
+                let id = material[p];
+                if id >= 0 {
+                    let (base, fx, w) = stencil(x[p] * inv_dx, support);
+                    let wx = w[0];
+                    let wy = w[1];
+                    let wz = w[2];
+                    let m = mass[p];
+                    let apic = m * c[p];
+                    let affine = (-dt * vol[p] * dinv) * tau[p] + apic;
+                    let momentum = m * v[p];
+                    for i in 0..support {
+                        for k in 0..support {
+                            for l in 0..depth {
+                                let o = offset(i, k, l);
+                                let weight = wx[i] * wy[k] * wz[l];
+                                let dpos = (to_vec(o) - fx) * dx;
+                                grid_v[base + o] += weight * (momentum + affine * dpos);
+                                grid_m[base + o] += weight * m;
+                                if flip > 0.0 {
+                                    grid_v0[base + o] += weight * (momentum + apic * dpos);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for cell in grid_m.active() {
+                let m = grid_m[cell];
+                if m > 0.0 {
+                    // Implicit damping: unconditionally stable, and zero at rest.
+                    let mut gv = (grid_v[cell] / m + dt * gravity) / (1.0 + dt * damping);
+                    let xn = to_vec(cell) * dx;
+                    for k in 0..n_colliders {
+                        let r = k * COLLIDER_ROWS;
+                        gv = collide(
+                            gv,
+                            xn,
+                            colliders[r],
+                            colliders[r + 1],
+                            colliders[r + 2],
+                            colliders[r + 3],
+                        );
+                    }
+                    gv = walls(cell, gv, res, wall_thickness, wall_condition, wall_friction);
+                    grid_v[cell] = gv;
+                    if flip > 0.0 {
+                        grid_v0[cell] = grid_v0[cell] / m;
+                    }
+                }
+            }
+            for p in 0..count {
+                let id = material[p];
+                if id >= 0 {
+                    let (base, fx, w) = stencil(x[p] * inv_dx, support);
+                    let wx = w[0];
+                    let wy = w[1];
+                    let wz = w[2];
+                    let mut v_pic = Vec::ZERO;
+                    let mut v_change = Vec::ZERO;
+                    let mut b = Mat::ZERO;
+                    for i in 0..support {
+                        for k in 0..support {
+                            for l in 0..depth {
+                                let o = offset(i, k, l);
+                                let weight = wx[i] * wy[k] * wz[l];
+                                let dpos = (to_vec(o) - fx) * dx;
+                                let g = grid_v[base + o];
+                                v_pic += weight * g;
+                                b += weight * outer(g, dpos);
+                                if flip > 0.0 {
+                                    v_change += weight * (g - grid_v0[base + o]);
+                                }
+                            }
+                        }
+                    }
+                    let new_c = dinv * b;
+                    let (new_x, new_v) = keep_out(
+                        x[p] + dt * v_pic,
+                        (1.0 - flip) * v_pic + flip * (v[p] + v_change),
+                        res,
+                        dx,
+                        wall_thickness,
+                        wall_condition,
+                        wall_friction,
+                    );
+                    // F' = (I + dt C) F, updated by its increment on h = F - I so that
+                    // strain increments below f32's resolution at 1 are kept.
+                    let dt_c = dt * new_c;
+                    let trial = grad_u[p] + dt_c + dt_c * grad_u[p];
+                    let (h_new, tau_new, jp_new) = constitutive(
+                        kinds[id],
+                        trial,
+                        new_c,
+                        tau[p],
+                        jp[p],
+                        elastic[id],
+                        params[id],
+                    );
+                    let speed2 = dot(new_v, new_v);
+                    let mut why = 0;
+                    if non_finite(speed2)
+                        || non_finite(dot(new_x, new_x))
+                        || non_finite(trace(transpose(tau_new) * tau_new))
+                        || non_finite(jp_new)
+                    {
+                        why = NON_FINITE;
+                    } else if speed2 > max_speed * max_speed {
+                        why = TOO_FAST;
+                    }
+                    if why != 0 {
+                        let earlier = status[0];
+                        status[0] += 1;
+                        if earlier == 0 {
+                            status[1] = p as i32;
+                            status[2] = step;
+                            status[3] = why;
+                        }
+                        material[p] = -1 - id;
+                    } else {
+                        let xc = new_x * inv_dx;
+                        let mut outside = false;
+                        for a in 0..DIM {
+                            if xc[a] < margin || xc[a] > res[a] as f32 - margin {
+                                outside = true;
+                            }
+                        }
+                        if outside {
+                            status[4] += 1;
+                            material[p] = -1 - id;
+                        }
+                        if track_speed {
+                            let bucket = speed_bucket(sqrt(speed2));
+                            if speeds[bucket] == 0 {
+                                speeds[bucket] = 1;
+                            }
+                        }
+                    }
+                    v[p] = new_v;
+                    x[p] = new_x;
+                    c[p] = new_c;
+                    grad_u[p] = h_new;
+                    tau[p] = tau_new;
+                    jp[p] = jp_new;
+                }
+            }
+        }
+    };
+}
+
+substep!(substep_quadratic, 3, QUADRATIC_DEPTH);
+substep!(substep_cubic, 4, CUBIC_DEPTH);
+
+/// The stress of particles `start..end` from their current state (run on new ones).
+#[kernel]
+pub fn init_stress(
+    grad_u: &mut Field<Mat>,
+    c: &Field<Mat>,
+    tau: &mut Field<Mat>,
+    jp: &mut Field<f32>,
+    material: &Field<i32>,
+    kinds: &Field<i32>,
+    elastic: &Field<Vec4>,
+    params: &Field<Vec4>,
+    start: u32,
+    end: u32,
+) {
+    for p in start..end {
+        let id = material[p];
+        if id >= 0 {
+            let (h_new, tau_new, jp_new) = constitutive(
+                kinds[id],
+                grad_u[p],
+                c[p],
+                tau[p],
+                jp[p],
+                elastic[id],
+                params[id],
+            );
+            grad_u[p] = h_new;
+            tau[p] = tau_new;
+            jp[p] = jp_new;
+        }
+    }
+}
