@@ -1,6 +1,6 @@
 //! Pipelines, descriptor sets and command recording: one command buffer per launch.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,7 +98,29 @@ pub(crate) struct Runtime {
     /// Host-visible copies of each tree's STATUS word after a launch.
     tree_status: Option<GpuBuffer>,
     pub profile: Vec<LoopTiming>,
-    pub compiled: Vec<CompiledShader>,
+    /// The most recent shaders built, at most `COMPILED_KEPT` (a long run builds new ones as
+    /// sparse trees grow; keeping them all would grow without bound).
+    pub compiled: VecDeque<CompiledShader>,
+}
+
+/// How many of the most recent shaders `Runtime::compiled` keeps for inspection.
+pub const COMPILED_KEPT: usize = 256;
+
+/// Adds a shader to the inspection list, dropping the oldest beyond `COMPILED_KEPT`.
+fn keep_compiled(list: &mut VecDeque<CompiledShader>, shader: CompiledShader) {
+    if list.len() == COMPILED_KEPT {
+        list.pop_front();
+    }
+    list.push_back(shader);
+}
+
+/// Work groups for `invocations` threads of `LOCAL_SIZE`, spread over x and y when x alone
+/// would exceed the device's limit; `None` when even that does not fit.
+fn workgroups(invocations: u32, max_count: [u32; 3]) -> Option<(u32, u32, u32)> {
+    let groups = invocations.div_ceil(LOCAL_SIZE);
+    let gx = groups.clamp(1, max_count[0]);
+    let gy = groups.div_ceil(gx);
+    (gy <= max_count[1]).then_some((groups, gx, gy))
 }
 
 fn downcast<'a>(ctx: &Arc<Context>, b: &'a dyn Buffer, kernel: &str) -> Result<&'a GpuBuffer> {
@@ -161,7 +183,7 @@ impl Runtime {
             maint_dispatch: None,
             tree_status: None,
             profile: Vec::new(),
-            compiled: Vec::new(),
+            compiled: VecDeque::new(),
         };
         let ai = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
@@ -379,12 +401,15 @@ impl Runtime {
                 &format!("{}_loop{l}.comp", qname.replace("::", "_")),
                 src,
             )?;
-            self.compiled.push(CompiledShader {
-                kernel: qname.to_string(),
-                loop_index: l,
-                glsl: src.clone(),
-                spirv: words.clone(),
-            });
+            keep_compiled(
+                &mut self.compiled,
+                CompiledShader {
+                    kernel: qname.to_string(),
+                    loop_index: l,
+                    glsl: src.clone(),
+                    spirv: words.clone(),
+                },
+            );
             spirv.push(words);
         }
         let n = kernel.fields.len();
@@ -655,15 +680,13 @@ impl Runtime {
                     u32::MAX
                 )));
             }
-            let groups = (r.count as u32).div_ceil(LOCAL_SIZE);
-            let gx = groups.min(caps.max_workgroup_count[0]).max(1);
-            let gy = groups.div_ceil(gx);
-            if gy > caps.max_workgroup_count[1] {
+            let Some((groups, gx, gy)) = workgroups(r.count as u32, caps.max_workgroup_count)
+            else {
                 return Err(bad(format!(
                     "loop {l}: {} invocations exceed the device's dispatch limits",
                     r.count
                 )));
-            }
+            };
             let push = abi::push_constants(r, args.scalars);
             let active = loop_trees[l].and_then(|t| active_steps[t]);
             dispatches.push((groups, gx, gy, push, active));
@@ -950,14 +973,11 @@ impl Runtime {
             // SAFETY: the set was just allocated and is not in use.
             unsafe { d.update_descriptor_sets(&writes, &[]) };
             let blocks = sparse::leaf_blocks(plan);
-            let groups = blocks.div_ceil(LOCAL_SIZE).max(1);
-            let gx = groups.min(caps.max_workgroup_count[0]).max(1);
-            let gy = groups.div_ceil(gx);
-            if gy > caps.max_workgroup_count[1] {
+            let Some((_, gx, gy)) = workgroups(blocks.max(1), caps.max_workgroup_count) else {
                 return Err(backend_err(format!(
                     "kernel `{qname}`: {blocks} leaf blocks exceed the device's dispatch limits"
                 )));
-            }
+            };
             let [Some(list), Some(indirect)] = ap.pipelines else {
                 return Err(backend_err(format!(
                     "kernel `{qname}`: compaction pipelines are missing"
@@ -1135,9 +1155,7 @@ impl Runtime {
             unsafe { d.update_descriptor_sets(&writes, &[]) };
             // A full queue must fit the dispatch that pass 0 writes.
             let invocations = key.0.deactivation.as_ref().map_or(0, |q| q.capacity);
-            let groups = invocations.div_ceil(LOCAL_SIZE).max(1);
-            let gx = groups.min(caps.max_workgroup_count[0]).max(1);
-            if groups.div_ceil(gx) > caps.max_workgroup_count[1] {
+            if workgroups(invocations, caps.max_workgroup_count).is_none() {
                 return Err(backend_err(format!(
                     "kernel `{qname}`: a deactivation queue of {invocations} cells exceeds the device's dispatch limits"
                 )));
@@ -1187,12 +1205,15 @@ impl Runtime {
         let words = self
             .shaders
             .spirv(name, &format!("{stem}_pass{pass}.comp"), src)?;
-        self.compiled.push(CompiledShader {
-            kernel: name.to_string(),
-            loop_index: pass,
-            glsl: src.to_string(),
-            spirv: words.clone(),
-        });
+        keep_compiled(
+            &mut self.compiled,
+            CompiledShader {
+                kernel: name.to_string(),
+                loop_index: pass,
+                glsl: src.to_string(),
+                spirv: words.clone(),
+            },
+        );
         Ok(words)
     }
 
@@ -1519,5 +1540,20 @@ unsafe fn compute_pipeline(
         d.destroy_shader_module(module, None);
         let p = p.map_err(|(_, r)| vk_err("vkCreateComputePipelines", r))?;
         Ok(p[0])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{workgroups, LOCAL_SIZE};
+
+    #[test]
+    fn workgroups_spill_into_y_and_refuse_what_does_not_fit() {
+        let max = [65535, 65535, 65535];
+        assert_eq!(workgroups(0, max), Some((0, 1, 0)));
+        assert_eq!(workgroups(1, max), Some((1, 1, 1)));
+        let n = LOCAL_SIZE * 70_000;
+        assert_eq!(workgroups(n, max), Some((70_000, 65535, 2)));
+        assert_eq!(workgroups(n, [1000, 10, 1]), None);
     }
 }

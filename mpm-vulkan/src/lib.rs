@@ -20,7 +20,7 @@ use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 
 pub use compile::{cache_dir, CompileStats};
 pub use context::{list_devices, preferred_device};
-pub use launch::LOCAL_SIZE;
+pub use launch::{COMPILED_KEPT, LOCAL_SIZE};
 
 use context::{backend_err, Context};
 use launch::Runtime;
@@ -186,9 +186,12 @@ impl VulkanBackend {
             .unwrap_or_default()
     }
 
-    /// Every shader compiled (or loaded from cache) by this backend, in order.
+    /// The shaders this backend compiled (or loaded from cache), oldest first: the most
+    /// recent [`COMPILED_KEPT`].
     pub fn compiled_shaders(&self) -> Vec<CompiledShader> {
-        self.lock().map(|r| r.compiled.clone()).unwrap_or_default()
+        self.lock()
+            .map(|r| r.compiled.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Shader cache counters.
