@@ -45,36 +45,11 @@ fn backends() -> Vec<BackendRef> {
 }
 
 /// Every shader the Vulkan backend compiled so far (kernels on trees and the maintenance
-/// passes) passes `spirv-val`, when it is installed.
+/// passes) passes `spirv-val` (see `mpm_vulkan::spirv_val`).
 fn spirv_valid() {
     let Some(vk) = vulkan_impl() else { return };
-    if std::process::Command::new("spirv-val")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("note: spirv-val not found; SPIR-V not validated");
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("mpm-sparse-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    for (i, s) in vk.compiled_shaders().iter().enumerate() {
-        let path = dir.join(format!("{i}.spv"));
-        let bytes: Vec<u8> = s.spirv.iter().flat_map(|w| w.to_le_bytes()).collect();
-        std::fs::write(&path, bytes).expect("write");
-        let out = std::process::Command::new("spirv-val")
-            .args(["--target-env", "vulkan1.1"])
-            .arg(&path)
-            .output()
-            .expect("spirv-val runs");
-        assert!(
-            out.status.success(),
-            "spirv-val failed for {} loop {}: {}\n{}",
-            s.kernel,
-            s.loop_index,
-            String::from_utf8_lossy(&out.stderr),
-            s.glsl
-        );
+    if let Err(e) = mpm_vulkan::spirv_val(&vk.compiled_shaders()) {
+        panic!("{e}");
     }
 }
 

@@ -102,6 +102,48 @@ pub fn backend_for_tests(options: VulkanOptions, what: &str) -> Result<Option<Vu
     }
 }
 
+/// Checks shaders with `spirv-val` against Vulkan 1.1's rules (for test suites). Returns how
+/// many it checked; a shader that fails is an error naming its kernel and loop, with the
+/// validator's message and the GLSL. Without the tool it checks nothing and says so on
+/// stderr, unless `MPM_REQUIRE_GPU=1` (CI installs it), where that is an error too.
+pub fn spirv_val(shaders: &[CompiledShader]) -> std::result::Result<usize, String> {
+    use std::process::Command;
+    if Command::new("spirv-val").arg("--version").output().is_err() {
+        if gpu_required() {
+            return Err("MPM_REQUIRE_GPU=1, but spirv-val is not installed".into());
+        }
+        eprintln!("note: spirv-val not found; SPIR-V not validated");
+        return Ok(0);
+    }
+    // One folder per call: test threads validate at the same time.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mpm-spirv-val-{}-{call}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for (i, s) in shaders.iter().enumerate() {
+        let path = dir.join(format!("{i}.spv"));
+        std::fs::write(&path, bytemuck::cast_slice::<u32, u8>(&s.spirv))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let out = Command::new("spirv-val")
+            .args(["--target-env", "vulkan1.1"])
+            .arg(&path)
+            .output()
+            .map_err(|e| format!("spirv-val: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "spirv-val failed for {} loop {}: {}\n{}",
+                s.kernel,
+                s.loop_index,
+                String::from_utf8_lossy(&out.stderr),
+                s.glsl
+            ));
+        }
+    }
+    // The files only matter while they are checked.
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(shaders.len())
+}
+
 /// A Vulkan device as listed by [`list_devices`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceInfo {

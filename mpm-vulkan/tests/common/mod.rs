@@ -65,41 +65,13 @@ pub fn backend_with(float_atomics: bool) -> Option<VulkanBackend> {
 /// validation layer reported nothing.
 pub fn final_checks(be: &VulkanBackend) {
     let shaders = be.compiled_shaders();
-    let have_val = std::process::Command::new("spirv-val")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !have_val {
-        eprintln!("note: spirv-val not found; SPIR-V not validated");
-    }
-    for s in &shaders {
-        if std::env::var_os("MPM_DUMP_GLSL").is_some() {
+    if std::env::var_os("MPM_DUMP_GLSL").is_some() {
+        for s in &shaders {
             eprintln!("// ===== {} loop {}\n{}", s.kernel, s.loop_index, s.glsl);
         }
-        if have_val {
-            let dir = std::env::temp_dir().join(format!("mpm-vk-test-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let path = dir.join(format!(
-                "{}-{}.spv",
-                s.kernel.replace("::", "_"),
-                s.loop_index
-            ));
-            std::fs::write(&path, bytemuck::cast_slice::<u32, u8>(&s.spirv)).unwrap();
-            let out = std::process::Command::new("spirv-val")
-                .arg("--target-env")
-                .arg("vulkan1.1")
-                .arg(&path)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "spirv-val failed for {} loop {}: {}\n{}",
-                s.kernel,
-                s.loop_index,
-                String::from_utf8_lossy(&out.stderr),
-                s.glsl
-            );
-        }
+    }
+    if let Err(e) = mpm_vulkan::spirv_val(&shaders) {
+        panic!("{e}");
     }
     if be.validation_enabled() {
         let msgs = VulkanBackend::validation_messages();
