@@ -52,8 +52,8 @@ pub fn auto() -> Result<BackendRef> {
 pub fn select(choice: Choice) -> Result<BackendRef> {
     match choice {
         Choice::Cpu => Ok(cpu()),
-        Choice::Vulkan => vulkan()
-            .map_err(|e| Error::Unavailable(format!("the Vulkan backend was asked for but: {e}"))),
+        // The error says what is missing (no device, no such device, ...).
+        Choice::Vulkan => vulkan(),
         Choice::Auto => match vulkan() {
             Ok(b) => {
                 eprintln!(

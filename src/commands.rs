@@ -537,7 +537,7 @@ pub fn devices() -> Result<(), AnyError> {
     let list = match mpm_vulkan::list_devices() {
         Ok(l) => l,
         Err(e) => {
-            println!("no Vulkan device: {e}");
+            println!("{e}");
             println!("`--backend auto` runs on the {}", backend::cpu().describe());
             return Ok(());
         }

@@ -15,8 +15,15 @@ pub enum Error {
     },
     #[error("kernel `{kernel}` could not be traced: {message}")]
     Trace { kernel: String, message: String },
-    #[error("{0}")]
-    Unavailable(String),
+    /// This machine has no usable Vulkan device: no loader, no driver or no device with a
+    /// compute queue.
+    #[error("no Vulkan device: {0}")]
+    NoDevice(String),
+    /// Devices exist, but none matches the one asked for.
+    #[error(
+        "MPM_VK_DEVICE=`{asked}` matches no Vulkan device (by index or name); available: {available}"
+    )]
+    DeviceNotFound { asked: String, available: String },
     #[error("invalid layout: {0}")]
     Layout(String),
     #[error(

@@ -79,7 +79,7 @@ struct Candidate {
 fn load_entry() -> Result<ash::Entry> {
     // SAFETY: loading the system Vulkan loader library; its initialisation has no preconditions.
     unsafe { ash::Entry::load() }
-        .map_err(|e| Error::Unavailable(format!("no Vulkan loader could be loaded ({e})")))
+        .map_err(|e| Error::NoDevice(format!("no Vulkan loader could be loaded ({e})")))
 }
 
 fn create_instance(entry: &ash::Entry, validation: bool) -> Result<(ash::Instance, bool)> {
@@ -109,7 +109,7 @@ fn create_instance(entry: &ash::Entry, validation: bool) -> Result<(ash::Instanc
     // SAFETY: the create info and the arrays it points to live until the call returns.
     let instance = unsafe { entry.create_instance(&ci, None) }.map_err(|r| match r {
         vk::Result::ERROR_INCOMPATIBLE_DRIVER => {
-            Error::Unavailable("no Vulkan driver is installed".into())
+            Error::NoDevice("no Vulkan driver is installed".into())
         }
         r => vk_err("vkCreateInstance", r),
     })?;
@@ -202,8 +202,8 @@ pub fn list_devices() -> Result<Vec<DeviceInfo>> {
 
 fn pick(cands: Vec<Candidate>, want: Option<&str>) -> Result<Candidate> {
     if cands.is_empty() {
-        return Err(Error::Unavailable(
-            "no Vulkan device with a compute queue was found".into(),
+        return Err(Error::NoDevice(
+            "no device with a compute queue was found".into(),
         ));
     }
     let listing = || {
@@ -226,10 +226,10 @@ fn pick(cands: Vec<Candidate>, want: Option<&str>) -> Result<Candidate> {
             };
             match found {
                 Some(i) => Ok(cands.into_iter().nth(i).expect("index from position")),
-                None => Err(Error::Unavailable(format!(
-                    "MPM_VK_DEVICE=`{w}` matches no Vulkan device (by index or name); available: {}",
-                    listing()
-                ))),
+                None => Err(Error::DeviceNotFound {
+                    asked: w.to_string(),
+                    available: listing(),
+                }),
             }
         }
         None => {

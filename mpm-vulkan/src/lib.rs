@@ -70,7 +70,7 @@ impl VulkanOptions {
 /// all (no loader, no driver, no physical device), as opposed to a device that failed or an
 /// `MPM_VK_DEVICE` that matched nothing.
 pub fn no_device_at_all(e: &Error) -> bool {
-    matches!(e, Error::Unavailable(m) if !m.contains("MPM_VK_DEVICE"))
+    matches!(e, Error::NoDevice(_))
 }
 
 /// Whether `MPM_REQUIRE_GPU=1`: CI sets it, so that GPU checks fail instead of skipping.
@@ -96,7 +96,7 @@ pub fn backend_for_tests(options: VulkanOptions, what: &str) -> Result<Option<Vu
             Ok(None)
         }
         Err(e) if no_device_at_all(&e) => {
-            Err(Error::Unavailable(format!("MPM_REQUIRE_GPU=1, but {e}")))
+            Err(Error::NoDevice(format!("MPM_REQUIRE_GPU=1, but {e}")))
         }
         Err(e) => Err(e),
     }
@@ -299,8 +299,11 @@ mod tests {
 
     #[test]
     fn only_a_missing_device_counts_as_no_device() {
-        let missing = Error::Unavailable("no Vulkan driver is installed".into());
-        let unmatched = Error::Unavailable("MPM_VK_DEVICE=`x` matches no device".into());
+        let missing = Error::NoDevice("no Vulkan driver is installed".into());
+        let unmatched = Error::DeviceNotFound {
+            asked: "x".into(),
+            available: "0: llvmpipe (cpu)".into(),
+        };
         let lost = Error::DeviceLost("vkQueueSubmit".into());
         assert!(no_device_at_all(&missing));
         assert!(!no_device_at_all(&unmatched));

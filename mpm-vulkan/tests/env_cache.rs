@@ -42,8 +42,9 @@ fn env_and_disk_caches() {
     assert_eq!(opts.device.as_deref(), Some("nonexistent"));
     assert!(!opts.float_atomics);
     match VulkanBackend::new(opts) {
-        Err(Error::Unavailable(m)) if m.contains("MPM_VK_DEVICE") => {
-            assert!(m.contains("`nonexistent`"), "{m}");
+        Err(e @ Error::DeviceNotFound { .. }) => {
+            let m = e.to_string();
+            assert!(m.contains("MPM_VK_DEVICE=`nonexistent`"), "{m}");
             eprintln!("error as shown: {m}");
         }
         Err(e) if mpm_vulkan::may_skip(&e) => {
