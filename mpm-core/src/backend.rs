@@ -48,8 +48,9 @@ pub struct FieldArg<'a> {
     /// between launches).
     pub buffer: Arc<dyn Buffer>,
     pub shape: &'a [u32],
-    /// The layout tree of a field placed on one (`None` for a plain dense field).
-    pub tree: Option<Arc<dyn TreeArg>>,
+    /// The layout tree the field is placed on, as an index into [`LaunchArgs::trees`]
+    /// (`None` for a plain dense field).
+    pub tree: Option<usize>,
 }
 
 /// What a backend needs of a layout tree during a launch.
@@ -60,12 +61,10 @@ pub trait TreeArg: Send + Sync {
     /// Every field placed on the tree, with its words per element (for clearing
     /// deactivated cells in all of them).
     fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)>;
-    /// Called by the backend after each launch's maintenance with the use of each level's
-    /// pool (see [`crate::sparse::Sparse::pool_use`]).
-    fn report_pools(&self, _pools: &[PoolUse]) {}
-    /// Runs on the host after every launch that used the tree, whatever its outcome: the
+    /// Runs on the host after every launch that used the tree, whatever its outcome, with
+    /// each level's pool use as the launch measured it (see [`LaunchReport::pools`]): the
     /// place to grow block pools before they run out.
-    fn after_launch(&self) -> Result<()> {
+    fn after_launch(&self, _pools: Option<&[PoolUse]>) -> Result<()> {
         Ok(())
     }
 }
@@ -80,10 +79,32 @@ pub struct LoopRange {
 /// Everything a backend needs to run one kernel call.
 pub struct LaunchArgs<'a> {
     pub fields: Vec<FieldArg<'a>>,
+    /// The layout trees the fields are placed on, each once.
+    pub trees: Vec<Arc<dyn TreeArg>>,
     /// The scalar parameters, as words, in parameter order.
     pub scalars: &'a [u32],
     /// One range per top-level loop, in order.
     pub ranges: &'a [LoopRange],
+}
+
+/// What a launch hands back.
+pub struct LaunchReport {
+    /// Whether the kernel ran to completion.
+    pub outcome: Result<()>,
+    /// Each tree's pool use after the launch's maintenance, per [`LaunchArgs::trees`] (see
+    /// [`crate::sparse::Sparse::pool_use`]); `None` where the launch measured none (it
+    /// failed before the maintenance).
+    pub pools: Vec<Option<Vec<PoolUse>>>,
+}
+
+impl LaunchReport {
+    /// A launch that failed before measuring anything.
+    pub fn failed(error: crate::Error, trees: usize) -> Self {
+        LaunchReport {
+            outcome: Err(error),
+            pools: vec![None; trees],
+        }
+    }
 }
 
 /// Measured time of one parallel loop of a kernel.
@@ -106,9 +127,9 @@ pub trait Backend: Send + Sync + 'static {
     fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>>;
     /// Sets the buffer's first `words` words to zero (an error past its end).
     fn fill_zero(&self, buffer: &dyn Buffer, words: usize) -> Result<()>;
-    /// Runs all loops of the kernel in order, each to completion before the next; returns
-    /// when the results are visible to `read`.
-    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()>;
+    /// Runs all loops of the kernel in order, each to completion before the next, then the
+    /// trees' maintenance; returns when the results are visible to `read`.
+    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> LaunchReport;
     /// Accumulated per-loop times since the last reset (GPU timestamps on Vulkan).
     fn profile(&self) -> Vec<LoopTiming>;
     fn reset_profile(&self);

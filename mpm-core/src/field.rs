@@ -4,8 +4,9 @@ use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use crate::backend::{BackendRef, Buffer, FieldArg, TreeArg};
+use crate::backend::{BackendRef, Buffer, TreeArg};
 use crate::error::{Error, Result};
+use crate::kernel::CallField;
 use crate::layout::{Layout, Structure};
 use crate::sparse::{PoolUse, Sparse};
 use crate::types::{from_words, to_words, Elem};
@@ -67,8 +68,6 @@ struct Storage {
     empty: Vec<u32>,
     structure: Arc<dyn Buffer>,
     shared: Weak<Shared>,
-    /// Each level's pool use after the last launch, as its backend reported it.
-    reported: Mutex<Option<Vec<PoolUse>>>,
     /// Per level, the blocks its pool has handed out since the tree was emptied (so that
     /// emptying it again clears only those); `None` when not known.
     handed_out: Mutex<Option<Vec<u32>>>,
@@ -105,7 +104,6 @@ impl<const D: usize> Tree<D> {
                 empty,
                 structure,
                 shared: weak.clone(),
-                reported: Mutex::new(None),
                 handed_out: Mutex::new(Some(vec![0; layout.levels().len()])),
             })),
             fields: Mutex::new(Vec::new()),
@@ -252,7 +250,6 @@ impl Shared {
             plan,
             structure,
             shared: current.shared.clone(),
-            reported: Mutex::new(None),
             handed_out: Mutex::new(handed_out),
         });
         Ok(())
@@ -314,18 +311,12 @@ impl TreeArg for Storage {
             None => Vec::new(),
         }
     }
-    fn report_pools(&self, pools: &[PoolUse]) {
-        *lock(&self.reported) = Some(pools.to_vec());
-    }
-    fn after_launch(&self) -> Result<()> {
-        // A launch that reported nothing may still have handed out blocks.
-        let report = lock(&self.reported).take();
-        *lock(&self.handed_out) = report
-            .as_ref()
-            .map(|pools| pools.iter().map(|p| p.handed_out).collect());
+    fn after_launch(&self, pools: Option<&[PoolUse]>) -> Result<()> {
+        // A launch that measured nothing may still have handed out blocks.
+        *lock(&self.handed_out) = pools.map(|pools| pools.iter().map(|p| p.handed_out).collect());
         match (
             self.shared.upgrade(),
-            report.and_then(|r| self.pools_to_grow(&r)),
+            pools.and_then(|p| self.pools_to_grow(p)),
         ) {
             (Some(shared), Some(pools)) => shared.grow(&pools),
             _ => Ok(()),
@@ -466,8 +457,8 @@ impl<T: Elem, const D: usize> Field<T, D> {
 
     /// The launch argument for this field (used by generated kernel code).
     #[doc(hidden)]
-    pub fn arg(&self) -> FieldArg<'_> {
-        FieldArg {
+    pub fn arg(&self) -> CallField<'_> {
+        CallField {
             buffer: self.slot.buffer(),
             shape: &self.shape,
             tree: self.tree.as_ref().map(|t| t.storage() as Arc<dyn TreeArg>),

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
+use mpm_core::backend::{Buffer, LaunchArgs, LaunchReport, LoopTiming};
 use mpm_core::host::{HostArgs, HostField};
-use mpm_core::sparse::{FieldWords, Sparse};
+use mpm_core::sparse::{FieldWords, PoolUse, Sparse};
 use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 use rayon::prelude::*;
 
@@ -40,6 +40,78 @@ pub struct CpuBackend {
 }
 
 impl CpuBackend {
+    /// Runs the kernel, then each tree's maintenance, recording its pool use in `pools`.
+    fn run_kernel(
+        &self,
+        kernel: &KernelDesc,
+        args: &LaunchArgs<'_>,
+        pools: &mut [Option<Vec<PoolUse>>],
+    ) -> Result<()> {
+        let fields = args
+            .fields
+            .iter()
+            .map(|f| {
+                let tree = match f.tree.map(|t| &args.trees[t]) {
+                    Some(t) => Some(Sparse::new(t.plan(), &host_buffer(t.structure())?.words)),
+                    None => None,
+                };
+                Ok(HostField {
+                    words: &host_buffer(&*f.buffer)?.words,
+                    shape: f.shape,
+                    tree,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let host = HostArgs {
+            fields,
+            scalars: args.scalars,
+            ranges: args.ranges,
+            out_of_bounds: AtomicUsize::new(0),
+            reproducible: self.reproducible,
+        };
+        let start = Instant::now();
+        self.run(|| (kernel.cpu)(&host));
+        let elapsed = start.elapsed();
+        if let Ok(mut p) = self.profile.lock() {
+            let e = p.entry(kernel.qualified_name()).or_default();
+            e.0 += 1;
+            e.1 += elapsed;
+        }
+        // Each tree: apply deactivations, recycle blocks, measure the pools.
+        for (tree, pool_use) in args.trees.iter().zip(pools.iter_mut()) {
+            let placed = tree.fields();
+            let words = placed
+                .iter()
+                .map(|(b, n)| {
+                    Ok(FieldWords {
+                        words: &host_buffer(&**b)?.words,
+                        per_element: *n,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let sparse = Sparse::new(tree.plan(), &host_buffer(tree.structure())?.words);
+            let maintained = sparse.maintain(&words);
+            *pool_use = Some(sparse.pool_use());
+            maintained.map_err(|(level, capacity)| Error::PoolExhausted {
+                kernel: kernel.qualified_name(),
+                level,
+                capacity,
+            })?;
+        }
+        match host.out_of_bounds.load(Ordering::Relaxed) {
+            0 => Ok(()),
+            n => Err(Error::OutOfBounds {
+                kernel: kernel.qualified_name(),
+                field: kernel
+                    .field_names
+                    .get(n - 1)
+                    .copied()
+                    .unwrap_or("?")
+                    .to_string(),
+            }),
+        }
+    }
+
     pub fn new() -> Self {
         Self::default()
     }
@@ -159,79 +231,10 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
-        let fields = args
-            .fields
-            .iter()
-            .map(|f| {
-                let tree = match f.tree.as_deref() {
-                    Some(t) => Some(Sparse::new(t.plan(), &host_buffer(t.structure())?.words)),
-                    None => None,
-                };
-                Ok(HostField {
-                    words: &host_buffer(&*f.buffer)?.words,
-                    shape: f.shape,
-                    tree,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let host = HostArgs {
-            fields,
-            scalars: args.scalars,
-            ranges: args.ranges,
-            out_of_bounds: AtomicUsize::new(0),
-            reproducible: self.reproducible,
-        };
-        let start = Instant::now();
-        self.run(|| (kernel.cpu)(&host));
-        let elapsed = start.elapsed();
-        if let Ok(mut p) = self.profile.lock() {
-            let e = p.entry(kernel.qualified_name()).or_default();
-            e.0 += 1;
-            e.1 += elapsed;
-        }
-        // Trees, once each: apply deactivations, recycle blocks, report a full pool.
-        let mut done: Vec<*const ()> = Vec::new();
-        for f in &args.fields {
-            let Some(tree) = f.tree.as_deref() else {
-                continue;
-            };
-            let id = tree.structure() as *const dyn Buffer as *const ();
-            if done.contains(&id) {
-                continue;
-            }
-            done.push(id);
-            let placed = tree.fields();
-            let words = placed
-                .iter()
-                .map(|(b, n)| {
-                    Ok(FieldWords {
-                        words: &host_buffer(&**b)?.words,
-                        per_element: *n,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let sparse = Sparse::new(tree.plan(), &host_buffer(tree.structure())?.words);
-            let maintained = sparse.maintain(&words);
-            tree.report_pools(&sparse.pool_use());
-            maintained.map_err(|(level, capacity)| Error::PoolExhausted {
-                kernel: kernel.qualified_name(),
-                level,
-                capacity,
-            })?;
-        }
-        match host.out_of_bounds.load(Ordering::Relaxed) {
-            0 => Ok(()),
-            n => Err(Error::OutOfBounds {
-                kernel: kernel.qualified_name(),
-                field: kernel
-                    .field_names
-                    .get(n - 1)
-                    .copied()
-                    .unwrap_or("?")
-                    .to_string(),
-            }),
-        }
+    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> LaunchReport {
+        let mut pools = vec![None; args.trees.len()];
+        let outcome = self.run_kernel(kernel, args, &mut pools);
+        LaunchReport { outcome, pools }
     }
 
     /// On the CPU a kernel's loops are timed together, reported as loop 0.

@@ -86,10 +86,13 @@ impl mpm_core::Backend for TraceOnly {
     fn launch(
         &self,
         k: &mpm_core::KernelDesc,
-        _: &mpm_core::backend::LaunchArgs<'_>,
-    ) -> mpm_core::Result<()> {
-        self.0.lock().unwrap().push((k.trace)()?);
-        Ok(())
+        args: &mpm_core::backend::LaunchArgs<'_>,
+    ) -> mpm_core::backend::LaunchReport {
+        let outcome = (k.trace)().map(|ir| self.0.lock().unwrap().push(ir));
+        mpm_core::backend::LaunchReport {
+            outcome,
+            pools: vec![None; args.trees.len()],
+        }
     }
     fn profile(&self) -> Vec<mpm_core::backend::LoopTiming> {
         vec![]

@@ -536,7 +536,13 @@ impl Runtime {
         Ok(())
     }
 
-    pub fn launch(&mut self, desc: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
+    /// Runs a kernel; each maintained tree's pool use is left in `pool_use`.
+    pub fn launch(
+        &mut self,
+        desc: &KernelDesc,
+        args: &LaunchArgs<'_>,
+        pool_use: &mut [Option<Vec<PoolUse>>],
+    ) -> Result<()> {
         let qname = desc.qualified_name();
         let kernel = self.traced(desc, &qname)?;
         let bad = |m: String| backend_err(format!("kernel `{qname}`: {m}"));
@@ -561,30 +567,18 @@ impl Runtime {
                 args.scalars.len()
             )));
         }
-        // The distinct layout trees, once each (by structure buffer).
-        let mut trees: Vec<&dyn TreeArg> = Vec::new();
-        let mut field_trees = Vec::with_capacity(args.fields.len());
-        for fa in &args.fields {
-            field_trees.push(fa.tree.as_deref().map(|t| {
-                let id = t.structure() as *const dyn Buffer as *const ();
-                match trees
-                    .iter()
-                    .position(|u| std::ptr::eq(u.structure() as *const dyn Buffer as *const (), id))
-                {
-                    Some(i) => i as u32,
-                    None => {
-                        trees.push(t);
-                        trees.len() as u32 - 1
-                    }
-                }
-            }));
-        }
+        let trees: Vec<&dyn TreeArg> = args.trees.iter().map(|t| &**t).collect();
+        let field_trees: Vec<Option<u32>> = args
+            .fields
+            .iter()
+            .map(|f| f.tree.map(|t| t as u32))
+            .collect();
         let plans: Vec<Structure> = trees.iter().map(|t| t.plan().clone()).collect();
         let mut bufs = Vec::with_capacity(args.fields.len());
         for (k, (fa, fp)) in args.fields.iter().zip(&kernel.fields).enumerate() {
             let g = downcast(&self.ctx, &*fa.buffer, &qname)?;
-            let cells = match &fa.tree {
-                Some(t) => t.plan().elements,
+            let cells = match fa.tree {
+                Some(t) => trees[t].plan().elements,
                 None => fa.shape.iter().map(|&s| s as u64).product::<u64>(),
             };
             let need = cells * fp.elem.words() as u64;
@@ -799,8 +793,8 @@ impl Runtime {
             b[..4].fill(0);
             v
         })?;
-        // Each maintained tree's pool use goes to the tree (which may grow); a pool that ran
-        // out is reported (like the CPU backend, before out-of-bounds indices) and the tree's
+        // Each maintained tree's pool use goes into the report (the tree may grow from it); a
+        // pool that ran out is reported (like the CPU backend, before out-of-bounds indices) and the tree's
         // STATUS word reset.
         if let (Some(sb), true) = (&self.tree_status, !trees.is_empty()) {
             let words: Vec<u32> = sb.with_mapped(|b| {
@@ -826,7 +820,7 @@ impl Runtime {
                         None => PoolUse::default(),
                     })
                     .collect();
-                trees[t].report_pools(&pools);
+                pool_use[t] = Some(pools);
                 let level = record[0];
                 if level == 0 {
                     continue;

@@ -15,7 +15,7 @@ mod sparse;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mpm_core::backend::{Buffer, LaunchArgs, LoopTiming};
+use mpm_core::backend::{Buffer, LaunchArgs, LaunchReport, LoopTiming};
 use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 
 pub use compile::{cache_dir, CompileStats};
@@ -278,8 +278,12 @@ impl Backend for VulkanBackend {
         self.lock()?.fill_zero(buffer, words)
     }
 
-    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> Result<()> {
-        self.lock()?.launch(kernel, args)
+    fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> LaunchReport {
+        let mut pools = vec![None; args.trees.len()];
+        let outcome = self
+            .lock()
+            .and_then(|mut r| r.launch(kernel, args, &mut pools));
+        LaunchReport { outcome, pools }
     }
 
     fn profile(&self) -> Vec<LoopTiming> {

@@ -85,7 +85,7 @@ fn check(be: &mpm_vulkan::VulkanBackend, layout: Layout<2>, cells: &[[u32; 2]]) 
                 FieldArg {
                     buffer: grid.clone(),
                     shape: &shape,
-                    tree: Some(tree.clone()),
+                    tree: Some(0),
                 },
                 FieldArg {
                     buffer: visits.clone(),
@@ -93,10 +93,11 @@ fn check(be: &mpm_vulkan::VulkanBackend, layout: Layout<2>, cells: &[[u32; 2]]) 
                     tree: None,
                 },
             ],
+            trees: vec![tree.clone()],
             scalars: &[],
             ranges: &ranges,
         };
-        be.launch(&d, &args).unwrap();
+        be.launch(&d, &args).outcome.unwrap();
     }
     let got = read_i(be, &visits);
     for x in 0..shape[0] {

@@ -128,16 +128,18 @@ fn check(be: &mpm_vulkan::VulkanBackend, cases: &[Case]) -> Vec<u32> {
         .map(|c| (c.layout.shape(), [c.dropped.len() as u32]))
         .collect();
     let mut fields = Vec::new();
+    let mut trees: Vec<Arc<dyn TreeArg>> = Vec::new();
     for (p, (shape, n)) in prepared.iter().zip(&shapes) {
         let tree: Arc<dyn TreeArg> = Arc::new(TestTree {
             plan: p.plan.clone(),
             structure: p.structure.clone(),
             grid: p.grid.clone(),
         });
+        trees.push(tree);
         fields.push(FieldArg {
             buffer: p.grid.clone(),
             shape,
-            tree: Some(tree),
+            tree: Some(trees.len() - 1),
         });
         for b in [&p.xs, &p.ys] {
             fields.push(FieldArg {
@@ -156,6 +158,7 @@ fn check(be: &mpm_vulkan::VulkanBackend, cases: &[Case]) -> Vec<u32> {
         .collect();
     let args = LaunchArgs {
         fields,
+        trees,
         scalars: &[],
         ranges: &ranges,
     };
@@ -170,6 +173,7 @@ fn check(be: &mpm_vulkan::VulkanBackend, cases: &[Case]) -> Vec<u32> {
             &args,
         ),
     }
+    .outcome
     .unwrap();
     for (case, p) in cases.iter().zip(&prepared) {
         let layout = case.layout;

@@ -131,10 +131,11 @@ pub fn run(
                 tree: None,
             })
             .collect(),
+        trees: Vec::new(),
         scalars,
         ranges: &ranges,
     };
-    be.launch(desc, &args)
+    be.launch(desc, &args).outcome
 }
 
 /// A small builder of kernel IR.
