@@ -5,7 +5,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use mpm::backend;
-use mpm::scenes::blob::{Blob, GridKind};
+use mpm::demos::blob::{Blob, GridKind};
 
 const N_GRID: u32 = 512;
 

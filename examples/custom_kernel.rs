@@ -1,5 +1,5 @@
 //! Your own material and your own measurement as kernels: plasticine (von Mises plasticity
-//! in Hencky strain) written with `#[func]` and `#[kernel]` in `mpm::scenes::custom_kernel`,
+//! in Hencky strain) written with `#[func]` and `#[kernel]` in `mpm::demos::custom_kernel`,
 //! plugged into the solver with `Solver2::add_stress_hook`, next to a jelly ball of the same
 //! stiffness, both thrown onto the floor; another kernel sums the kinetic energy of each
 //! material.
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use mpm::cli::{report, run_scene, RunArgs};
-use mpm::scenes::custom_kernel;
+use mpm::demos::custom_kernel;
 
 #[derive(Parser)]
 #[command(about = "A user-written plasticine material next to jelly (2D, custom kernels)")]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use mpm::backend::{self, Choice};
-use mpm::scenes::blob::{Blob, GridKind};
+use mpm::demos::blob::{Blob, GridKind};
 
 #[derive(Parser)]
 struct Cli {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use mpm::cli::{report, run_scene, RunArgs};
-use mpm::scenes::jfluid::Mpm3d;
+use mpm::demos::jfluid::Mpm3d;
 
 #[derive(Parser)]
 #[command(

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use mpm::cli::{report, run_scene, RunArgs};
-use mpm::scenes::jfluid::Mpm88;
+use mpm::demos::jfluid::Mpm88;
 
 #[derive(Parser)]
 #[command(

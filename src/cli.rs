@@ -7,9 +7,9 @@ use std::time::Instant;
 use clap::Args;
 
 use crate::backend::{self, Choice};
+use crate::demos::mpm99::Mpm99;
+use crate::demos::{Demo, SolverDemo};
 use crate::render;
-use crate::scenes::mpm99::Mpm99;
-use crate::scenes::{Scene, SolverScene};
 use mpm_core::solver::{D2, D3};
 use mpm_core::BackendRef;
 
@@ -62,11 +62,11 @@ pub fn run_scene_file(
             |e: crate::scene_file::SceneError| mpm_core::Error::InvalidParameter(e.to_string());
         let frame_time = scene.simulation.frame_time;
         Ok(match scene.dimension() {
-            2 => Box::new(SolverScene::with_frame_time(
+            2 => Box::new(SolverDemo::with_frame_time(
                 scene.build_seeded::<D2, 2>(b, args.seed).map_err(wrap)?,
                 frame_time,
             )),
-            _ => Box::new(SolverScene::with_frame_time(
+            _ => Box::new(SolverDemo::with_frame_time(
                 scene.build_seeded::<D3, 3>(b, args.seed).map_err(wrap)?,
                 frame_time,
             )),
@@ -78,7 +78,7 @@ pub fn run_scene_file(
 /// per frame.
 pub fn run_scene(
     args: &RunArgs,
-    make: impl FnOnce(&BackendRef) -> mpm_core::Result<Box<dyn Scene>>,
+    make: impl FnOnce(&BackendRef) -> mpm_core::Result<Box<dyn Demo>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let backend = backend::select(args.backend)?;
     let mut sim = make(&backend)?;

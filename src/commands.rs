@@ -16,10 +16,10 @@ use mpm_core::BackendRef;
 
 use crate::backend::{self, Choice};
 use crate::checkpoint::{self, Header};
+use crate::demos;
 use crate::output::{self, GifRecorder};
 use crate::render::{self, Colouring, View3d};
 use crate::scene_file::{self, Scene};
-use crate::scenes;
 use crate::view::{Input, Shown};
 
 type AnyError = Box<dyn std::error::Error>;
@@ -590,7 +590,7 @@ pub struct BenchRow {
 }
 
 /// Times `steps` substeps after a frame of warm-up (pipeline compilation, page faults).
-pub fn measure(sim: &mut dyn scenes::Scene, steps: usize) -> mpm_core::Result<f64> {
+pub fn measure(sim: &mut dyn demos::Demo, steps: usize) -> mpm_core::Result<f64> {
     for _ in 0..sim.substeps_per_frame().clamp(1, 50) {
         sim.substep()?;
     }
@@ -607,9 +607,9 @@ fn solver_scene<S: Space<D>, const D: usize>(
     backend: &BackendRef,
     name: &str,
     text: &str,
-) -> Result<Box<dyn scenes::Scene>, AnyError> {
+) -> Result<Box<dyn demos::Demo>, AnyError> {
     let scene = Scene::parse(name, text)?;
-    Ok(Box::new(scenes::SolverScene::with_frame_time(
+    Ok(Box::new(demos::SolverDemo::with_frame_time(
         scene.build::<S, D>(backend)?,
         scene.simulation.frame_time,
     )))
@@ -631,12 +631,12 @@ pub fn bench(opts: &BenchOptions) -> Result<Vec<BenchRow>, AnyError> {
     if backends.is_empty() {
         return Err(format!("--backends {}: expected cpu, vulkan or both", opts.backends).into());
     }
-    type Make = fn(&BackendRef) -> Result<Box<dyn scenes::Scene>, AnyError>;
+    type Make = fn(&BackendRef) -> Result<Box<dyn demos::Demo>, AnyError>;
     let standard: [(&str, Make); 6] = [
-        ("mpm99", |b| Ok(Box::new(scenes::mpm99::Mpm99::new(b, 0)?))),
-        ("mpm88", |b| Ok(Box::new(scenes::jfluid::Mpm88::new(b, 0)?))),
+        ("mpm99", |b| Ok(Box::new(demos::mpm99::Mpm99::new(b, 0)?))),
+        ("mpm88", |b| Ok(Box::new(demos::jfluid::Mpm88::new(b, 0)?))),
         ("mpm3d 64^3", |b| {
-            Ok(Box::new(scenes::jfluid::Mpm3d::new(b, 64, 0)?))
+            Ok(Box::new(demos::jfluid::Mpm3d::new(b, 64, 0)?))
         }),
         ("mpm88 (solver)", |b| {
             solver_scene::<D2, 2>(b, "mpm88.toml", include_str!("../scenes/mpm88.toml"))

@@ -17,10 +17,10 @@ pub mod checkpoint;
 pub mod cli;
 #[cfg(feature = "program")]
 pub mod commands;
+pub mod demos;
 pub mod mesh;
 pub mod output;
 pub mod render;
 pub mod scene_file;
-pub mod scenes;
 #[cfg(feature = "program")]
 pub mod view;

@@ -1,7 +1,7 @@
 //! Taichi's J-fluid scenes (mpm88 in 2D, mpm3d in 3D) agree on both backends and fall as
 //! free fall predicts before they reach the floor.
 
-use mpm::scenes::jfluid::{Mpm3d, Mpm88};
+use mpm::demos::jfluid::{Mpm3d, Mpm88};
 use mpm::{backend, BackendRef, VulkanBackend, VulkanOptions};
 
 fn vulkan() -> Option<BackendRef> {

@@ -1,8 +1,8 @@
 //! mpm99 (Taichi's water / jelly / snow scene) on both backends: they agree, and the motion is
 //! physically sane.
 
+use mpm::demos::mpm99::Mpm99;
 use mpm::glam::Vec2;
-use mpm::scenes::mpm99::Mpm99;
 use mpm::{backend, VulkanBackend, VulkanOptions};
 
 const SUBSTEPS: usize = 200;

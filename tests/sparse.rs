@@ -684,7 +684,7 @@ fn check_memory(be: &BackendRef) {
 /// so that float atomics add in the same order for every layout.
 #[test]
 fn mpm99_on_sparse_grids_is_bitwise_the_dense_result() {
-    use mpm::scenes::mpm99::{GridLayout, Mpm99};
+    use mpm::demos::mpm99::{GridLayout, Mpm99};
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
@@ -725,7 +725,7 @@ fn mpm99_on_sparse_grids_is_bitwise_the_dense_result() {
 /// time of a Vulkan substep on the sparse and the dense grid.
 #[test]
 fn mpm99_sparse_grid_cpu_and_vulkan_agree() {
-    use mpm::scenes::mpm99::{GridLayout, Mpm99};
+    use mpm::demos::mpm99::{GridLayout, Mpm99};
     const SUBSTEPS: usize = 200;
     let Some(vk) = vulkan() else { return };
     let run = |be: &BackendRef, layout| {

@@ -9,7 +9,7 @@ use mpm_core::glam::{IVec2, IVec3, Mat2, Mat3, Vec2, Vec3};
 use mpm_core::rng::rand_f32;
 use mpm_core::{func, kernel, BackendRef, Field, Result};
 
-use crate::scenes::mpm99::quadratic_stencil;
+use crate::demos::mpm99::quadratic_stencil;
 
 /// One substep of mpm88: clear, P2G with the J-based pressure, grid update, G2P.
 #[kernel]

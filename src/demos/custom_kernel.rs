@@ -32,7 +32,7 @@ use mpm_core::materials::lame;
 use mpm_core::solver::{Material, MaterialId, Particles, Region, Sampling, Settings, Solver2};
 use mpm_core::{func, kernel, BackendRef, Field, Result};
 
-use crate::scenes::{Scene, SolverScene};
+use crate::demos::{Demo, SolverDemo};
 
 /// The grid resolution the example uses.
 pub const N_GRID: u32 = 128;
@@ -122,7 +122,7 @@ pub fn kinetic_energy(
 
 /// The scene: the solver, plus our energy sums and when to print them.
 pub struct CustomKernel {
-    pub inner: SolverScene<Solver2>,
+    pub inner: SolverDemo<Solver2>,
     /// Kinetic energy per material id, in J per metre of depth (2D).
     pub energy: Field<f32>,
     names: Vec<String>,
@@ -201,14 +201,14 @@ pub fn new(backend: &BackendRef, n_grid: u32, seed: u32) -> Result<CustomKernel>
     let energy = Field::new(backend, [solver.materials.materials.len() as u32])?;
     Ok(CustomKernel {
         // A frame every 5 ms of simulated time.
-        inner: SolverScene::with_frame_time(solver, 5e-3),
+        inner: SolverDemo::with_frame_time(solver, 5e-3),
         energy,
         names,
         print_every: (0.05 / dt).round() as u64,
     })
 }
 
-impl Scene for CustomKernel {
+impl Demo for CustomKernel {
     fn particles(&self) -> usize {
         self.inner.particles()
     }

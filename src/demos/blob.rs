@@ -7,7 +7,7 @@ use mpm_core::glam::{IVec2, Mat2, Vec2};
 use mpm_core::rng::rand_f32;
 use mpm_core::{kernel, BackendRef, Field, Layout, Memory, Result, Tree};
 
-use crate::scenes::mpm99::quadratic_stencil;
+use crate::demos::mpm99::quadratic_stencil;
 
 /// How the grid is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

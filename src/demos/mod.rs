@@ -1,4 +1,7 @@
-//! Benchmark scenes reproduced from Taichi's examples.
+//! Runnable simulations for the examples and `mpm bench`: Taichi's benchmark scenes as
+//! dedicated kernels (mpm99, mpm88, mpm3d), a scene file's solver, the layout benchmark's
+//! blob and the custom-kernel demo. (Scene files themselves live in `scenes/` and are read by
+//! `scene_file`.)
 
 pub mod blob;
 pub mod custom_kernel;
@@ -9,8 +12,8 @@ use mpm_core::glam::Vec2;
 use mpm_core::solver::{Solver, Space};
 use mpm_core::Result;
 
-/// What the example runner needs of a scene.
-pub trait Scene {
+/// What the example runner and `mpm bench` need of a simulation.
+pub trait Demo {
     fn particles(&self) -> usize;
     fn substep(&mut self) -> Result<()>;
     /// Substeps between two rendered frames.
@@ -21,7 +24,7 @@ pub trait Scene {
     fn memory(&self) -> (usize, usize);
 }
 
-impl Scene for mpm99::Mpm99 {
+impl Demo for mpm99::Mpm99 {
     fn particles(&self) -> usize {
         self.x.len()
     }
@@ -46,7 +49,7 @@ impl Scene for mpm99::Mpm99 {
     }
 }
 
-impl Scene for jfluid::Mpm88 {
+impl Demo for jfluid::Mpm88 {
     fn particles(&self) -> usize {
         self.x.len()
     }
@@ -67,7 +70,7 @@ impl Scene for jfluid::Mpm88 {
     }
 }
 
-impl Scene for jfluid::Mpm3d {
+impl Demo for jfluid::Mpm3d {
     fn particles(&self) -> usize {
         self.x.len()
     }
@@ -90,23 +93,23 @@ impl Scene for jfluid::Mpm3d {
 }
 
 /// A solver scene: its substeps per frame ride along.
-pub struct SolverScene<S> {
+pub struct SolverDemo<S> {
     pub solver: S,
     pub substeps_per_frame: usize,
 }
 
-impl<S: Space<D>, const D: usize> SolverScene<Solver<S, D>> {
+impl<S: Space<D>, const D: usize> SolverDemo<Solver<S, D>> {
     /// Frames of `frame_time` seconds, at the solver's first time step (at least one substep).
     pub fn with_frame_time(solver: Solver<S, D>, frame_time: f32) -> Self {
         let substeps_per_frame = ((frame_time / solver.next_dt()).round() as usize).max(1);
-        SolverScene {
+        SolverDemo {
             solver,
             substeps_per_frame,
         }
     }
 }
 
-impl<S: Space<D>, const D: usize> Scene for SolverScene<Solver<S, D>> {
+impl<S: Space<D>, const D: usize> Demo for SolverDemo<Solver<S, D>> {
     fn particles(&self) -> usize {
         self.solver.particles.count() as usize
     }
