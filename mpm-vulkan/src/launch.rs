@@ -14,6 +14,7 @@ use mpm_core::layout::Structure;
 use mpm_core::sparse::PoolUse;
 use mpm_core::{Error, KernelDesc, Result};
 
+use crate::cache::Lru;
 use crate::compile::{pipeline_cache_path, save_pipeline_cache, ShaderCache};
 use crate::context::{backend_err, vk_err, Context};
 use crate::glsl::{self, GlslOptions};
@@ -79,13 +80,13 @@ pub(crate) struct Runtime {
     pipeline_cache_file: Option<PathBuf>,
     pub shaders: ShaderCache,
     traced: HashMap<String, Arc<Kernel>>,
-    kernels: HashMap<KernelKey, KernelPipelines>,
-    maintenance: HashMap<(Structure, Vec<usize>), PassPipelines<3>>,
+    kernels: Lru<KernelKey, KernelPipelines>,
+    maintenance: Lru<(Structure, Vec<usize>), PassPipelines<3>>,
     /// Compaction pipelines of `active()` loops, per tree plan.
-    active_pipelines: HashMap<Structure, PassPipelines<2>>,
+    active_pipelines: Lru<Structure, PassPipelines<2>>,
     /// Active-block buffers, one per tree plan (the loops of a launch run one after another,
     /// so trees of the same plan share it).
-    active_buffers: HashMap<Structure, GpuBuffer>,
+    active_buffers: Lru<Structure, GpuBuffer>,
     /// Descriptor sets of the compaction passes, reset at every launch.
     active_pool: vk::DescriptorPool,
     active_pool_sets: u32,
@@ -102,6 +103,10 @@ pub(crate) struct Runtime {
     /// sparse trees grow; keeping them all would grow without bound).
     pub compiled: VecDeque<CompiledShader>,
 }
+
+/// How many specialisations each cache of device objects keeps (kernel pipelines per field
+/// shapes and plans, sparse passes and active-block buffers per plan).
+const CACHED_PER_KIND: usize = 128;
 
 /// How many of the most recent shaders `Runtime::compiled` keeps for inspection.
 pub const COMPILED_KEPT: usize = 256;
@@ -172,10 +177,10 @@ impl Runtime {
                 ctx.caps.float_atomic_add, ctx.caps.subgroup_size
             )),
             traced: HashMap::new(),
-            kernels: HashMap::new(),
-            maintenance: HashMap::new(),
-            active_pipelines: HashMap::new(),
-            active_buffers: HashMap::new(),
+            kernels: Lru::new(CACHED_PER_KIND),
+            maintenance: Lru::new(CACHED_PER_KIND),
+            active_pipelines: Lru::new(CACHED_PER_KIND),
+            active_buffers: Lru::new(CACHED_PER_KIND),
             active_pool: vk::DescriptorPool::null(),
             active_pool_sets: 0,
             maint_pool: vk::DescriptorPool::null(),
@@ -593,13 +598,18 @@ impl Runtime {
         }
         let shapes: Vec<Vec<u32>> = args.fields.iter().map(|f| f.shape.to_vec()).collect();
         let key = (qname.clone(), shapes, field_trees, plans);
-        if !self.kernels.contains_key(&key) {
+        if !self.kernels.touch(&key) {
             let kp = self.build(&kernel, &qname, &key.1, &key.2, &key.3)?;
-            self.kernels.insert(key.clone(), kp);
+            if let Some(old) = self.kernels.insert(key.clone(), kp) {
+                destroy_pipelines(&self.ctx.device, &old);
+            }
         }
         let loop_trees = glsl::active_loop_trees(&kernel, &key.2, &key.3);
         let active_steps = self.prepare_active(&qname, &trees, &loop_trees)?;
-        let kp = &self.kernels[&key];
+        let kp = self
+            .kernels
+            .peek(&key)
+            .ok_or_else(|| backend_err(format!("kernel `{qname}`: pipelines missing")))?;
         let (set, layout, pipelines) = (kp.set, kp.layout, kp.pipelines.clone());
         let n = bufs.len();
         // Descriptor writes.
@@ -910,11 +920,13 @@ impl Runtime {
         let caps = self.ctx.caps.clone();
         for t in wanted {
             let plan = trees[t].plan();
-            if !self.active_pipelines.contains_key(plan) {
+            if !self.active_pipelines.touch(plan) {
                 let ap = self.build_active(plan)?;
-                self.active_pipelines.insert(plan.clone(), ap);
+                if let Some(old) = self.active_pipelines.insert(plan.clone(), ap) {
+                    destroy_passes(&self.ctx.device, &old);
+                }
             }
-            if !self.active_buffers.contains_key(plan) {
+            if !self.active_buffers.touch(plan) {
                 let buf = GpuBuffer::new(
                     &self.ctx,
                     sparse::active_words(plan),
@@ -927,10 +939,12 @@ impl Runtime {
                 let (b, bytes) = (buf.buffer, buf.bytes);
                 // SAFETY: `b` is a live buffer with TRANSFER_DST usage; size is a multiple of 4.
                 self.one_shot(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, b, 0, bytes, 0) })?;
-                self.active_buffers.insert(plan.clone(), buf);
+                // An evicted buffer is freed when dropped here (no command is in flight).
+                drop(self.active_buffers.insert(plan.clone(), buf));
             }
-            let ap = &self.active_pipelines[plan];
-            let buffer = self.active_buffers[plan].buffer;
+            let missing = || backend_err(format!("kernel `{qname}`: compaction state missing"));
+            let ap = self.active_pipelines.peek(plan).ok_or_else(missing)?;
+            let buffer = self.active_buffers.peek(plan).ok_or_else(missing)?.buffer;
             let layouts = [ap.set_layout];
             // SAFETY: the pool has room for every set of this launch.
             let set = unsafe {
@@ -1017,9 +1031,11 @@ impl Runtime {
             let fields = tree.fields();
             let per_element: Vec<usize> = fields.iter().map(|(_, n)| *n).collect();
             let key = (plan.clone(), per_element);
-            if !self.maintenance.contains_key(&key) {
+            if !self.maintenance.touch(&key) {
                 let mp = self.build_maintenance(&key.0, &key.1)?;
-                self.maintenance.insert(key.clone(), mp);
+                if let Some(old) = self.maintenance.insert(key.clone(), mp) {
+                    destroy_passes(&self.ctx.device, &old);
+                }
             }
             descriptors += 1 + fields.len() as u32 + plan.deactivation.is_some() as u32;
             wanted.push((t, key, fields));
@@ -1100,7 +1116,9 @@ impl Runtime {
         }
         let caps = self.ctx.caps.clone();
         for (t, key, fields) in wanted {
-            let mp = &self.maintenance[&key];
+            let mp = self.maintenance.peek(&key).ok_or_else(|| {
+                backend_err(format!("kernel `{qname}`: maintenance passes missing"))
+            })?;
             let layouts = [mp.set_layout];
             // SAFETY: the pool has room for every set of this launch.
             let set = unsafe {
@@ -1473,19 +1491,16 @@ impl Drop for Runtime {
         // the context (device) outlives this because we hold an `Arc` to it.
         unsafe {
             let _ = d.device_wait_idle();
-            for kp in self.kernels.values() {
-                destroy_pipelines(d, kp);
+            for kp in self.kernels.drain() {
+                destroy_pipelines(d, &kp);
             }
-            self.kernels.clear();
-            for mp in self.maintenance.values() {
-                destroy_passes(d, mp);
+            for mp in self.maintenance.drain() {
+                destroy_passes(d, &mp);
             }
-            self.maintenance.clear();
-            for ap in self.active_pipelines.values() {
-                destroy_passes(d, ap);
+            for ap in self.active_pipelines.drain() {
+                destroy_passes(d, &ap);
             }
-            self.active_pipelines.clear();
-            self.active_buffers.clear();
+            self.active_buffers.drain().for_each(drop);
             d.destroy_descriptor_pool(self.active_pool, None);
             d.destroy_descriptor_pool(self.maint_pool, None);
             self.maint_dispatch = None;

@@ -6,6 +6,7 @@
 //! * [`compile`]: shaderc with in-memory and on-disk SPIR-V caches, pipeline-cache persistence.
 //! * [`launch`]: pipelines, descriptor sets, command recording and submission.
 
+mod cache;
 mod compile;
 mod context;
 pub mod glsl;
