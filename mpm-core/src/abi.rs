@@ -33,7 +33,7 @@ impl<'a> ScalarReader<'a> {
     }
 
     /// The next parameter. A launch checks the word count first, so this cannot run short.
-    pub fn next<T: Elem>(&mut self) -> T {
+    pub fn read<T: Elem>(&mut self) -> T {
         let (head, rest) = self.words.split_at(T::WORDS);
         self.words = rest;
         T::read_words(head)
@@ -106,10 +106,10 @@ mod tests {
         assert_eq!(scalar_words(&tys), 9);
         assert_eq!(words.len(), 9);
         let mut r = ScalarReader::new(&words);
-        assert_eq!(r.next::<f32>(), 1.5);
-        assert_eq!(r.next::<Vec3>(), Vec3::new(1.0, 2.0, 3.0));
-        assert_eq!(r.next::<i32>(), -7);
-        assert_eq!(r.next::<Mat2>().y_axis.y, 4.0);
+        assert_eq!(r.read::<f32>(), 1.5);
+        assert_eq!(r.read::<Vec3>(), Vec3::new(1.0, 2.0, 3.0));
+        assert_eq!(r.read::<i32>(), -7);
+        assert_eq!(r.read::<Mat2>().y_axis.y, 4.0);
         assert_eq!(tys[2], Ty::Scalar(Scalar::I32));
     }
 

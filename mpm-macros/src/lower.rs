@@ -1243,7 +1243,7 @@ fn kernel_body(f: &ItemFn, params: &[Param]) -> Result<TokenStream> {
                     trace_decls.push(quote!(let #name = ::mpm_core::trace::scalar::<#ty>(#k);));
                 }
                 let mutability = mutable.then(|| quote!(mut));
-                cpu_decls.push(quote!(let #mutability #name: #ty = __scalars.next::<#ty>();));
+                cpu_decls.push(quote!(let #mutability #name: #ty = __scalars.read::<#ty>();));
                 scalar_tys.push(ty.clone());
                 push_scalars.push(quote!(::mpm_core::abi::push_scalar(&mut __scalars, &#name);));
             }

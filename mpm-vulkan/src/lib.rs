@@ -10,8 +10,8 @@ mod cache;
 mod compile;
 mod context;
 pub mod glsl;
-mod launch;
 mod memory;
+mod runtime;
 mod sparse;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,10 +21,10 @@ use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 
 pub use compile::{cache_dir, CompileStats};
 pub use context::{list_devices, preferred_device};
-pub use launch::{COMPILED_KEPT, LOCAL_SIZE};
+pub use runtime::{COMPILED_KEPT, LOCAL_SIZE};
 
 use context::{backend_err, Context};
-use launch::Runtime;
+use runtime::Runtime;
 
 /// How to create a [`VulkanBackend`].
 #[derive(Clone, Debug, PartialEq, Eq)]

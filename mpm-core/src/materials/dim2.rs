@@ -1,15 +1,18 @@
 //! The material models in 2D, compiled from the sources they share with [`super::dim3`].
 
-#[allow(unused_imports)]
-use crate::dim::d2::{IVec, Mat, Vec, DIM};
+use crate::dim::d2::{Mat, Vec, DIM};
 
 #[path = "elastic.rs"]
+#[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
 mod elastic;
 #[path = "sand.rs"]
+#[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
 mod sand;
 #[path = "snow.rs"]
+#[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
 mod snow;
 #[path = "water.rs"]
+#[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
 mod water;
 
 pub use elastic::{fixed_corotated, neo_hookean};

@@ -12,6 +12,7 @@ const QUADRATIC_DEPTH: i32 = 1;
 const CUBIC_DEPTH: i32 = 1;
 
 #[path = "mls_mpm.rs"]
+#[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
 mod mls_mpm;
 pub use mls_mpm::*;
 

@@ -1,0 +1,428 @@
+//! Launching a kernel: argument checks, workgroup sizing (one split for every dispatch),
+//! descriptor writes, recording every loop into one command buffer, timestamps, and reading
+//! back the out-of-bounds and pool status.
+
+use std::time::Duration;
+
+use ash::vk;
+use mpm_core::abi;
+use mpm_core::backend::{LaunchArgs, LoopTiming, TreeArg};
+use mpm_core::layout::Structure;
+use mpm_core::sparse::PoolUse;
+use mpm_core::{Error, KernelDesc, Result};
+
+use crate::context::{backend_err, vk_err};
+use crate::glsl::{self};
+use crate::sparse;
+
+use super::pipelines::destroy_pipelines;
+use super::sparse_passes::{record_compaction, record_maintenance, status_stride};
+use super::{downcast, Runtime};
+
+/// Workgroup size of every generated shader.
+pub const LOCAL_SIZE: u32 = 64;
+
+/// Work groups for `invocations` threads of `LOCAL_SIZE`, spread over x and y when x alone
+/// would exceed the device's limit; `None` when even that does not fit.
+pub(super) fn workgroups(invocations: u32, max_count: [u32; 3]) -> Option<(u32, u32, u32)> {
+    let groups = invocations.div_ceil(LOCAL_SIZE);
+    let gx = groups.clamp(1, max_count[0]);
+    let gy = groups.div_ceil(gx);
+    (gy <= max_count[1]).then_some((groups, gx, gy))
+}
+
+impl Runtime {
+    pub(super) fn ensure_queries(&mut self, count: u32) -> Result<()> {
+        if count <= self.query_capacity {
+            return Ok(());
+        }
+        let d = &self.ctx.device;
+        let cap = count.next_power_of_two().max(16);
+        // SAFETY: the old pool is idle (we waited on the last submit); the new create info is valid.
+        unsafe {
+            if self.queries != vk::QueryPool::null() {
+                d.destroy_query_pool(self.queries, None);
+                self.queries = vk::QueryPool::null();
+                self.query_capacity = 0;
+            }
+            self.queries = d
+                .create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::TIMESTAMP)
+                        .query_count(cap),
+                    None,
+                )
+                .map_err(|r| vk_err("vkCreateQueryPool", r))?;
+        }
+        self.query_capacity = cap;
+        Ok(())
+    }
+
+    /// Runs a kernel; each maintained tree's pool use is left in `pool_use`.
+    pub fn launch(
+        &mut self,
+        desc: &KernelDesc,
+        args: &LaunchArgs<'_>,
+        pool_use: &mut [Option<Vec<PoolUse>>],
+    ) -> Result<()> {
+        let qname = desc.qualified_name();
+        let kernel = self.traced(desc, &qname)?;
+        let bad = |m: String| backend_err(format!("kernel `{qname}`: {m}"));
+        if args.fields.len() != kernel.fields.len() {
+            return Err(bad(format!(
+                "{} fields passed, {} expected",
+                args.fields.len(),
+                kernel.fields.len()
+            )));
+        }
+        if args.ranges.len() != kernel.loops.len() {
+            return Err(bad(format!(
+                "{} loop ranges passed, {} expected",
+                args.ranges.len(),
+                kernel.loops.len()
+            )));
+        }
+        let scalar_words = abi::scalar_words(&kernel.scalars);
+        if args.scalars.len() != scalar_words as usize {
+            return Err(bad(format!(
+                "{} scalar words passed, {scalar_words} expected",
+                args.scalars.len()
+            )));
+        }
+        let trees: Vec<&dyn TreeArg> = args.trees.iter().map(|t| &**t).collect();
+        let field_trees: Vec<Option<u32>> = args
+            .fields
+            .iter()
+            .map(|f| f.tree.map(|t| t as u32))
+            .collect();
+        let plans: Vec<Structure> = trees.iter().map(|t| t.plan().clone()).collect();
+        let mut bufs = Vec::with_capacity(args.fields.len());
+        for (k, (fa, fp)) in args.fields.iter().zip(&kernel.fields).enumerate() {
+            let g = downcast(&self.ctx, &*fa.buffer, &qname)?;
+            let cells = match fa.tree {
+                Some(t) => trees[t].plan().elements,
+                None => fa.shape.iter().map(|&s| s as u64).product::<u64>(),
+            };
+            let need = cells * fp.elem.words() as u64;
+            if (g.words as u64) < need || fa.shape.len() != fp.dims as usize {
+                let name = desc.field_names.get(k).copied().unwrap_or("?");
+                return Err(bad(format!(
+                    "field `{name}` has shape {:?} ({} words) but the kernel expects {} dims of {:?}",
+                    fa.shape, g.words, fp.dims, fp.elem
+                )));
+            }
+            bufs.push((g.buffer, g.bytes));
+        }
+        let shapes: Vec<Vec<u32>> = args.fields.iter().map(|f| f.shape.to_vec()).collect();
+        let key = (qname.clone(), shapes, field_trees, plans);
+        if !self.kernels.touch(&key) {
+            let kp = self.build(&kernel, &qname, &key.1, &key.2, &key.3)?;
+            if let Some(old) = self.kernels.insert(key.clone(), kp) {
+                destroy_pipelines(&self.ctx.device, &old);
+            }
+        }
+        let loop_trees = glsl::active_loop_trees(&kernel, &key.2, &key.3);
+        let active_steps = self.prepare_active(&qname, &trees, &loop_trees)?;
+        let kp = self
+            .kernels
+            .peek(&key)
+            .ok_or_else(|| backend_err(format!("kernel `{qname}`: pipelines missing")))?;
+        let (set, layout, pipelines) = (kp.set, kp.layout, kp.pipelines.clone());
+        let n = bufs.len();
+        // Descriptor writes.
+        let mut infos: Vec<(u32, [vk::DescriptorBufferInfo; 1])> = vec![(
+            glsl::STATUS_BINDING,
+            [vk::DescriptorBufferInfo {
+                buffer: self.status.buffer,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }],
+        )];
+        for (k, (b, _)) in bufs.iter().enumerate() {
+            let info = [vk::DescriptorBufferInfo {
+                buffer: *b,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }];
+            infos.push((glsl::field_binding(k), info));
+            if kp.float_views[k] {
+                infos.push((glsl::float_binding(k, n), info));
+            }
+        }
+        let mut tree_bufs = Vec::with_capacity(trees.len());
+        for (t, tree) in trees.iter().enumerate() {
+            let g = downcast(&self.ctx, tree.structure(), &qname)?;
+            tree_bufs.push(g.buffer);
+            infos.push((
+                glsl::tree_binding(t, n),
+                [vk::DescriptorBufferInfo {
+                    buffer: g.buffer,
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }],
+            ));
+        }
+        for (t, step) in active_steps.iter().enumerate() {
+            if let Some(step) = step {
+                infos.push((
+                    glsl::active_binding(t, n, trees.len()),
+                    [vk::DescriptorBufferInfo {
+                        buffer: step.buffer,
+                        offset: 0,
+                        range: vk::WHOLE_SIZE,
+                    }],
+                ));
+            }
+        }
+        let writes: Vec<vk::WriteDescriptorSet> = infos
+            .iter()
+            .map(|(b, info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(*b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        // SAFETY: the set is not in use by a pending command buffer (every submit is waited on).
+        unsafe { self.ctx.device.update_descriptor_sets(&writes, &[]) };
+
+        let caps = self.ctx.caps.clone();
+        let loops = pipelines.len() as u32;
+        if caps.timestamps {
+            self.ensure_queries(2 * loops)?;
+        }
+        let mut dispatches = Vec::with_capacity(pipelines.len());
+        for (l, r) in args.ranges.iter().enumerate() {
+            if r.count > u32::MAX as u64 {
+                return Err(bad(format!(
+                    "loop {l} has {} invocations; at most {} are supported",
+                    r.count,
+                    u32::MAX
+                )));
+            }
+            let Some((groups, gx, gy)) = workgroups(r.count as u32, caps.max_workgroup_count)
+            else {
+                return Err(bad(format!(
+                    "loop {l}: {} invocations exceed the device's dispatch limits",
+                    r.count
+                )));
+            };
+            let push = abi::push_constants(r, args.scalars);
+            let active = loop_trees[l].and_then(|t| active_steps[t]);
+            dispatches.push((groups, gx, gy, push, active));
+        }
+        let maint = self.prepare_maintenance(&qname, &trees)?;
+        let stride = status_stride(&trees);
+        let status_buf = self.tree_status.as_ref().map(|b| (b.buffer, stride));
+        let queries = self.queries;
+        let ts = caps.timestamps;
+        let record = |d: &ash::Device, cmd: vk::CommandBuffer| {
+            // SAFETY: all handles are live objects of this device; the push constants match the
+            // layout's range; the query pool has at least 2 * loops queries.
+            unsafe {
+                if ts {
+                    d.cmd_reset_query_pool(cmd, queries, 0, 2 * loops);
+                }
+                for (l, (groups, gx, gy, push, active)) in dispatches.iter().enumerate() {
+                    if ts {
+                        d.cmd_write_timestamp(
+                            cmd,
+                            vk::PipelineStageFlags::TOP_OF_PIPE,
+                            queries,
+                            2 * l as u32,
+                        );
+                    }
+                    if let Some(a) = active {
+                        record_compaction(d, cmd, a);
+                    }
+                    if *groups > 0 {
+                        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipelines[l]);
+                        d.cmd_bind_descriptor_sets(
+                            cmd,
+                            vk::PipelineBindPoint::COMPUTE,
+                            layout,
+                            0,
+                            &[set],
+                            &[],
+                        );
+                        d.cmd_push_constants(
+                            cmd,
+                            layout,
+                            vk::ShaderStageFlags::COMPUTE,
+                            0,
+                            bytemuck::cast_slice(push),
+                        );
+                        match active {
+                            Some(a) => d.cmd_dispatch_indirect(cmd, a.buffer, 0),
+                            None => d.cmd_dispatch(cmd, *gx, *gy, 1),
+                        }
+                    }
+                    if ts {
+                        d.cmd_write_timestamp(
+                            cmd,
+                            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                            queries,
+                            2 * l as u32 + 1,
+                        );
+                    }
+                    let barrier = vk::MemoryBarrier::default()
+                        .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                        .dst_access_mask(
+                            vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+                        );
+                    d.cmd_pipeline_barrier(
+                        cmd,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::DependencyFlags::empty(),
+                        &[barrier],
+                        &[],
+                        &[],
+                    );
+                }
+                record_maintenance(d, cmd, &maint, &tree_bufs, status_buf);
+            }
+        };
+        self.one_shot(record)?;
+
+        if ts && loops > 0 {
+            let mut stamps = vec![0u64; 2 * loops as usize];
+            // SAFETY: all 2 * loops queries were written by the completed submission.
+            unsafe {
+                self.ctx.device.get_query_pool_results(
+                    queries,
+                    0,
+                    &mut stamps,
+                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+                )
+            }
+            .map_err(|r| vk_err("vkGetQueryPoolResults", r))?;
+            let mask = if caps.timestamp_valid_bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << caps.timestamp_valid_bits) - 1
+            };
+            for l in 0..loops as usize {
+                let ticks = stamps[2 * l + 1].wrapping_sub(stamps[2 * l]) & mask;
+                let t =
+                    Duration::from_nanos((ticks as f64 * caps.timestamp_period_ns as f64) as u64);
+                self.record_time(&qname, l, t);
+            }
+        } else {
+            for l in 0..loops as usize {
+                self.record_time(&qname, l, Duration::ZERO);
+            }
+        }
+
+        let flag = self.status.with_mapped(|b| {
+            let v = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+            b[..4].fill(0);
+            v
+        })?;
+        // Each maintained tree's pool use goes into the report (the tree may grow from it); a
+        // pool that ran out is reported (like the CPU backend, before out-of-bounds indices) and the tree's
+        // STATUS word reset.
+        if let (Some(sb), true) = (&self.tree_status, !trees.is_empty()) {
+            let words: Vec<u32> = sb.with_mapped(|b| {
+                b[..4 * stride * trees.len()]
+                    .chunks_exact(4)
+                    .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect()
+            })?;
+            let mut exhausted = None;
+            for (t, record) in words.chunks_exact(stride).enumerate() {
+                let plan = trees[t].plan();
+                if !sparse::needs_maintenance(plan) {
+                    continue;
+                }
+                let mut counters = record[1..].chunks_exact(2);
+                let pools: Vec<PoolUse> = plan
+                    .levels
+                    .iter()
+                    .map(|p| match &p.pool {
+                        Some(pool) => counters.next().map_or(PoolUse::default(), |c| {
+                            PoolUse::from_counters(pool.capacity, c[0], c[1])
+                        }),
+                        None => PoolUse::default(),
+                    })
+                    .collect();
+                pool_use[t] = Some(pools);
+                let level = record[0];
+                if level == 0 {
+                    continue;
+                }
+                let b = tree_bufs[t];
+                // SAFETY: `b` is a live structure buffer with TRANSFER_DST usage.
+                self.one_shot(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, b, 0, 4, 0) })?;
+                let capacity = trees[t]
+                    .plan()
+                    .levels
+                    .get(level as usize - 1)
+                    .and_then(|p| p.pool.as_ref())
+                    .map_or(0, |p| p.capacity);
+                exhausted.get_or_insert((level - 1, capacity));
+            }
+            if let Some((level, capacity)) = exhausted {
+                return Err(Error::PoolExhausted {
+                    kernel: qname,
+                    level,
+                    capacity,
+                });
+            }
+        }
+        if flag != 0 {
+            let idx = flag as usize - 1;
+            let field = desc
+                .field_names
+                .get(idx)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| {
+                    kernel
+                        .fields
+                        .get(idx)
+                        .map(|f| f.name.clone())
+                        .unwrap_or_default()
+                });
+            return Err(Error::OutOfBounds {
+                kernel: qname,
+                field,
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn record_time(&mut self, kernel: &str, loop_index: usize, t: Duration) {
+        match self
+            .profile
+            .iter_mut()
+            .find(|p| p.kernel == kernel && p.loop_index == loop_index)
+        {
+            Some(p) => {
+                p.calls += 1;
+                p.total += t;
+            }
+            None => self.profile.push(LoopTiming {
+                kernel: kernel.into(),
+                loop_index,
+                calls: 1,
+                total: t,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{workgroups, LOCAL_SIZE};
+
+    #[test]
+    fn workgroups_spill_into_y_and_refuse_what_does_not_fit() {
+        let max = [65535, 65535, 65535];
+        assert_eq!(workgroups(0, max), Some((0, 1, 0)));
+        assert_eq!(workgroups(1, max), Some((1, 1, 1)));
+        let n = LOCAL_SIZE * 70_000;
+        assert_eq!(workgroups(n, max), Some((70_000, 65535, 2)));
+        assert_eq!(workgroups(n, [1000, 10, 1]), None);
+    }
+}
