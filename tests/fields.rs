@@ -1,16 +1,14 @@
 //! Dense fields of 0 to 3 dimensions of every element type upload and download unchanged on
 //! every backend, and are zero when created.
 
+mod backends;
+
 use mpm::core::Elem;
 use mpm::glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
-use mpm::{backend, BackendRef, Field, VulkanOptions};
+use mpm::{backend, BackendRef, Field};
 
-fn backends() -> Vec<BackendRef> {
-    let mut out = vec![backend::cpu()];
-    let vk = mpm_vulkan::backend_for_tests(VulkanOptions::from_env(), "fields on Vulkan")
-        .unwrap_or_else(|e| panic!("creating the Vulkan backend failed: {e}"));
-    out.extend(vk.map(|b| std::sync::Arc::new(b) as BackendRef));
-    out
+per_backend! {
+    every_type_and_dimension_round_trips => check_round_trips,
 }
 
 /// Distinct values of each type, built from an index.
@@ -114,23 +112,20 @@ fn all_dims<T: Sample>(b: &BackendRef) {
     round_trip::<T, 3>(b, [3, 4, 5]);
 }
 
-#[test]
-fn every_type_and_dimension_round_trips() {
-    for b in backends() {
-        all_dims::<f32>(&b);
-        all_dims::<i32>(&b);
-        all_dims::<u32>(&b);
-        all_dims::<bool>(&b);
-        all_dims::<Vec2>(&b);
-        all_dims::<Vec3>(&b);
-        all_dims::<Vec4>(&b);
-        all_dims::<IVec2>(&b);
-        all_dims::<IVec3>(&b);
-        all_dims::<UVec2>(&b);
-        all_dims::<UVec3>(&b);
-        all_dims::<Mat2>(&b);
-        all_dims::<Mat3>(&b);
-    }
+fn check_round_trips(b: &BackendRef) {
+    all_dims::<f32>(b);
+    all_dims::<i32>(b);
+    all_dims::<u32>(b);
+    all_dims::<bool>(b);
+    all_dims::<Vec2>(b);
+    all_dims::<Vec3>(b);
+    all_dims::<Vec4>(b);
+    all_dims::<IVec2>(b);
+    all_dims::<IVec3>(b);
+    all_dims::<UVec2>(b);
+    all_dims::<UVec3>(b);
+    all_dims::<Mat2>(b);
+    all_dims::<Mat3>(b);
 }
 
 #[test]

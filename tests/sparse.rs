@@ -10,39 +10,15 @@
 //! Vulkan is skipped, with the reason printed, only where no Vulkan device exists.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, OnceLock};
 
 use mpm::core::layout::{Layout, LevelKind};
 use mpm::glam::{IVec2, IVec3};
-use mpm::{backend, kernel, BackendRef, Error, Field, Tree, VulkanBackend, VulkanOptions};
+use mpm::{backend, kernel, BackendRef, Error, Field, Tree, VulkanBackend};
 use proptest::prelude::*;
 
-/// The Vulkan backend with the validation layer, created once per test process; `None`
-/// (with the reason printed) where this machine has no Vulkan device.
-fn vulkan() -> Option<BackendRef> {
-    vulkan_impl().map(|b| b as BackendRef)
-}
+mod backends;
 
-fn vulkan_impl() -> Option<Arc<VulkanBackend>> {
-    static VK: OnceLock<Option<Arc<VulkanBackend>>> = OnceLock::new();
-    VK.get_or_init(|| {
-        let options = VulkanOptions {
-            validation: true,
-            ..VulkanOptions::from_env()
-        };
-        mpm_vulkan::backend_for_tests(options, "sparse layouts on Vulkan")
-            .unwrap_or_else(|e| panic!("creating the Vulkan backend failed: {e}"))
-            .map(Arc::new)
-    })
-    .clone()
-}
-
-/// The backends every check runs on: the CPU, then Vulkan where a device exists.
-fn backends() -> Vec<BackendRef> {
-    let mut v = vec![backend::cpu()];
-    v.extend(vulkan());
-    v
-}
+use backends::{all as backends, vulkan, vulkan_impl};
 
 /// Every shader the Vulkan backend compiled so far (kernels on trees and the maintenance
 /// passes) passes `spirv-val` (see `mpm_vulkan::spirv_val`).
@@ -415,14 +391,12 @@ proptest! {
     }
 }
 
-#[test]
-fn sparse_1d_and_3d_match_the_model() {
-    for be in backends() {
-        println!("1-D and 3-D on {}", be.describe());
-        check_1d_and_3d(&be);
-    }
-    no_validation_messages();
-    spirv_valid();
+per_backend! {
+    sparse_1d_and_3d_match_the_model => check_1d_and_3d,
+    full_pool_is_a_clear_error_then_grows_and_blocks_are_reused => check_full_pool,
+    pools_grow_before_they_run_out_and_keep_every_field => check_growth_of_every_kind,
+    sparse_fields_use_memory_where_cells_are_active => check_memory,
+    two_trees_in_one_launch_and_fields_outside_the_kernel => check_two_trees,
 }
 
 fn check_1d_and_3d(be: &BackendRef) {
@@ -507,16 +481,6 @@ fn check_1d_and_3d(be: &BackendRef) {
     }
 }
 
-#[test]
-fn full_pool_is_a_clear_error_then_grows_and_blocks_are_reused() {
-    for be in backends() {
-        println!("pool exhaustion on {}", be.describe());
-        check_full_pool(&be);
-    }
-    no_validation_messages();
-    spirv_valid();
-}
-
 /// A field of 2D cell indices, for the kernels above that take one.
 fn cell_field(be: &BackendRef, cells: &[(i32, i32)]) -> Field<IVec2> {
     let v: Vec<IVec2> = cells.iter().map(|&(x, y)| IVec2::new(x, y)).collect();
@@ -570,10 +534,8 @@ fn check_full_pool(be: &BackendRef) {
     assert!(m.in_use <= m.reserved, "{m:?}");
 }
 
-#[test]
-fn pools_grow_before_they_run_out_and_keep_every_field() {
-    for be in backends() {
-        println!("pool growth on {}", be.describe());
+fn check_growth_of_every_kind(be: &BackendRef) {
+    {
         for layout in [
             Layout::<2>::root().pointer([16, 16]).dense([4, 4]),
             Layout::<2>::root()
@@ -590,11 +552,9 @@ fn pools_grow_before_they_run_out_and_keep_every_field() {
                 .pointer([8, 8])
                 .dense([4, 4]),
         ] {
-            check_growth(&be, layout.reserve(2));
+            check_growth(be, layout.reserve(2));
         }
     }
-    no_validation_messages();
-    spirv_valid();
 }
 
 /// Writes one new 4x4 block per launch, into two fields, starting from pools of two blocks:
@@ -632,15 +592,6 @@ fn check_growth(be: &BackendRef, layout: Layout<2>) {
     }
     let m = tree.memory().unwrap();
     assert!(m.in_use <= m.reserved, "{m:?}");
-}
-
-#[test]
-fn sparse_fields_use_memory_where_cells_are_active() {
-    for be in backends() {
-        println!("memory on {}", be.describe());
-        check_memory(&be);
-    }
-    no_validation_messages();
 }
 
 fn check_memory(be: &BackendRef) {
@@ -791,9 +742,9 @@ fn sparse_2d_shaders_are_valid_spirv() {
 
 /// Two trees with the same layout in one launch, and deactivation clearing a field of the tree
 /// that the kernel was not given.
-#[test]
-fn two_trees_in_one_launch_and_fields_outside_the_kernel() {
-    for be in backends() {
+fn check_two_trees(be: &BackendRef) {
+    let be = be.clone();
+    {
         let layout = Layout::<2>::root()
             .pointer([4, 4])
             .bitmasked([2, 2])
@@ -841,7 +792,6 @@ fn two_trees_in_one_launch_and_fields_outside_the_kernel() {
         assert_eq!(o[at(5, 8)], 0.0, "{}", be.describe());
         assert_eq!(o[at(5, 9)], 0.0, "{}", be.describe());
     }
-    no_validation_messages();
 }
 
 /// `deactivate_all` clears only the blocks handed out since the tree was last emptied: after
