@@ -12,6 +12,26 @@
 pub mod dim2;
 pub mod dim3;
 
+/// The model sources, each compiled once per dimension in `dim2.rs` and `dim3.rs`, with
+/// their public funcs re-exported there (a new model is its file and one line here).
+macro_rules! compile_models {
+    () => {
+        $crate::materials::compile_models!(
+            elastic = "elastic.rs",
+            sand = "sand.rs",
+            snow = "snow.rs",
+            water = "water.rs"
+        );
+    };
+    ($($model:ident = $file:literal),*) => {$(
+        #[path = $file]
+        #[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
+        mod $model;
+        pub use $model::*;
+    )*};
+}
+pub(crate) use compile_models;
+
 /// Lamé parameters from Young's modulus and Poisson's ratio: `(mu, lambda)`.
 pub fn lame(youngs: f32, poisson: f32) -> (f32, f32) {
     (
