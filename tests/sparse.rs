@@ -13,30 +13,12 @@ use std::collections::{HashMap, HashSet};
 
 use mpm::core::layout::{Layout, LevelKind};
 use mpm::glam::{IVec2, IVec3};
-use mpm::{backend, kernel, BackendRef, Error, Field, Tree, VulkanBackend};
+use mpm::{backend, kernel, BackendRef, Error, Field, Tree};
 use proptest::prelude::*;
 
 mod backends;
 
-use backends::{all as backends, vulkan, vulkan_impl};
-
-/// Every shader the Vulkan backend compiled so far (kernels on trees and the maintenance
-/// passes) passes `spirv-val` (see `mpm_vulkan::spirv_val`).
-fn spirv_valid() {
-    let Some(vk) = vulkan_impl() else { return };
-    if let Err(e) = mpm_vulkan::spirv_val(&vk.compiled_shaders()) {
-        panic!("{e}");
-    }
-}
-
-/// No validation-layer message was reported (by any test of this process so far).
-fn no_validation_messages() {
-    let messages = VulkanBackend::validation_messages();
-    assert!(
-        messages.is_empty(),
-        "Vulkan validation messages: {messages:#?}"
-    );
-}
+use backends::{all as backends, no_validation_messages, spirv_valid, vulkan};
 
 #[kernel]
 fn write2(f: &mut Field<f32, 2>, idx: &Field<IVec2>, val: &Field<f32>) {

@@ -97,16 +97,6 @@ pub struct LaunchReport {
     pub pools: Vec<Option<Vec<PoolUse>>>,
 }
 
-impl LaunchReport {
-    /// A launch that failed before measuring anything.
-    pub fn failed(error: crate::Error, trees: usize) -> Self {
-        LaunchReport {
-            outcome: Err(error),
-            pools: vec![None; trees],
-        }
-    }
-}
-
 /// Measured time of one parallel loop of a kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopTiming {

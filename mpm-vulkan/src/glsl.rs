@@ -86,6 +86,22 @@ pub fn active_loop_trees(
         .collect()
 }
 
+/// The trees that drive some `active()` loop of `kernel`, each once, in order: the trees
+/// whose active-block buffers the shaders declare and the launcher binds.
+pub fn active_trees(
+    kernel: &Kernel,
+    field_trees: &[Option<u32>],
+    trees: &[Structure],
+) -> Vec<usize> {
+    let mut active: Vec<usize> = active_loop_trees(kernel, field_trees, trees)
+        .into_iter()
+        .flatten()
+        .collect();
+    active.sort_unstable();
+    active.dedup();
+    active
+}
+
 /// Number of push-constant words: start and count of the loop, then the scalars.
 pub fn push_words(kernel: &Kernel) -> u32 {
     abi::LOOP_WORDS + abi::scalar_words(&kernel.scalars)
@@ -955,14 +971,7 @@ impl<'k> Printer<'k> {
         for (t, plan) in self.opts.trees.iter().enumerate() {
             d.push_str(&sparse::tree_declaration(t, tree_binding(t, n), plan));
         }
-        let mut active: Vec<usize> =
-            active_loop_trees(self.k, self.opts.field_trees, self.opts.trees)
-                .into_iter()
-                .flatten()
-                .collect();
-        active.sort_unstable();
-        active.dedup();
-        for t in active {
+        for t in active_trees(self.k, self.opts.field_trees, self.opts.trees) {
             d.push_str(&sparse::active_declaration(
                 t,
                 active_binding(t, n, self.opts.trees.len()),

@@ -40,14 +40,24 @@ pub fn all() -> Vec<BackendRef> {
     v
 }
 
-/// No validation-layer message so far, and every shader compiled so far passes `spirv-val`.
-pub fn vulkan_was_clean() {
-    let Some(vk) = vulkan_impl() else { return };
+/// No validation-layer message was reported (by any test of this process so far).
+pub fn no_validation_messages() {
     let messages = VulkanBackend::validation_messages();
     assert!(messages.is_empty(), "validation messages: {messages:#?}");
+}
+
+/// Every shader the Vulkan backend compiled so far passes `spirv-val`.
+pub fn spirv_valid() {
+    let Some(vk) = vulkan_impl() else { return };
     if let Err(e) = mpm_vulkan::spirv_val(&vk.compiled_shaders()) {
         panic!("{e}");
     }
+}
+
+/// Both checks above.
+pub fn vulkan_was_clean() {
+    no_validation_messages();
+    spirv_valid();
 }
 
 /// `per_backend! { test_name => check, ... }`: a test per backend for each check.

@@ -118,33 +118,13 @@ macro_rules! space {
                 speeds: &mut Field<i32>,
                 s: &StepScalars<$d>,
             ) -> Result<()> {
-                if s.support == 3 {
-                    substep_call!(
-                        $kernels::substep_quadratic,
-                        p,
-                        grid,
-                        t,
-                        colliders,
-                        status,
-                        speeds,
-                        s,
-                        $V,
-                        $IV
-                    )
+                // One kernel per spline, so that the stencil loops have constant bounds.
+                let kernel = if s.support == 3 {
+                    $kernels::substep_quadratic
                 } else {
-                    substep_call!(
-                        $kernels::substep_cubic,
-                        p,
-                        grid,
-                        t,
-                        colliders,
-                        status,
-                        speeds,
-                        s,
-                        $V,
-                        $IV
-                    )
-                }
+                    $kernels::substep_cubic
+                };
+                substep_call!(kernel, p, grid, t, colliders, status, speeds, s, $V, $IV)
             }
 
             fn init_stress(

@@ -126,13 +126,7 @@ impl Runtime {
         for t in 0..trees.len() {
             bindings.push(glsl::tree_binding(t, n));
         }
-        let mut active: Vec<usize> = glsl::active_loop_trees(kernel, field_trees, trees)
-            .into_iter()
-            .flatten()
-            .collect();
-        active.sort_unstable();
-        active.dedup();
-        for t in active {
+        for t in glsl::active_trees(kernel, field_trees, trees) {
             bindings.push(glsl::active_binding(t, n, trees.len()));
         }
         let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = bindings
