@@ -5,14 +5,15 @@
 //! are checked where they are read, so that the error points at the entry that holds them.
 //! The format is documented in `scenes/README.md`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use mpm_core::solver::{
-    Collider, Condition, Emitter, GridLayout, Material, MaterialId, Region, Sampling, Settings,
-    Shape, Solver, Space, Spline, TimeStep, Walls, MARGIN,
+    Collider, Condition, Emitter, GridLayout, Material, MaterialId, ParamValue, Region, Sampling,
+    Settings, Shape, Solver, Space, Spline, TimeStep, Walls, MARGIN,
 };
 use mpm_core::BackendRef;
 
@@ -201,35 +202,16 @@ impl ConditionName {
     }
 }
 
-/// `[[materials]]`: a named material; parameters a model does not use are errors.
+/// `[[materials]]`: a named material of one of `Material::models()`, with that model's
+/// parameters (`Material::parameters`); what the file leaves out takes the model's default,
+/// and parameters the model does not take are errors.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct MaterialSpec {
     pub name: String,
-    pub model: ModelName,
-    pub density: Option<f32>,
-    pub youngs: Option<f32>,
-    pub poisson: Option<f32>,
-    pub bulk: Option<f32>,
-    pub gamma: Option<f32>,
-    pub viscosity: Option<f32>,
-    /// Water only: holds no tension (default true).
-    pub free_surface: Option<bool>,
-    pub theta_c: Option<f32>,
-    pub theta_s: Option<f32>,
-    pub hardening: Option<f32>,
-    pub friction_angle: Option<f32>,
-    pub cohesion: Option<f32>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum ModelName {
-    Water,
-    NeoHookean,
-    FixedCorotated,
-    Snow,
-    Sand,
+    pub model: String,
+    /// Everything else in the table: the model's parameters.
+    #[serde(flatten)]
+    pub parameters: BTreeMap<String, toml::Value>,
 }
 
 /// `[[bodies]]`: a region filled with particles at the start.
@@ -1020,124 +1002,27 @@ impl ColliderSpec {
 }
 
 impl MaterialSpec {
-    /// The material, with the model's defaults for what the file leaves out; parameters the
-    /// model does not take are errors.
+    /// The material, with the model's defaults for what the file leaves out.
     pub fn to_material(&self) -> Result<Material, String> {
-        let given: Vec<(&str, Option<f32>)> = vec![
-            ("youngs", self.youngs),
-            ("poisson", self.poisson),
-            ("bulk", self.bulk),
-            ("gamma", self.gamma),
-            ("viscosity", self.viscosity),
-            ("theta_c", self.theta_c),
-            ("theta_s", self.theta_s),
-            ("hardening", self.hardening),
-            ("friction_angle", self.friction_angle),
-            ("cohesion", self.cohesion),
-        ];
-        let takes: &[&str] = match self.model {
-            ModelName::Water => &["bulk", "gamma", "viscosity", "free_surface"],
-            ModelName::NeoHookean | ModelName::FixedCorotated => &["youngs", "poisson"],
-            ModelName::Snow => &["youngs", "poisson", "theta_c", "theta_s", "hardening"],
-            ModelName::Sand => &["youngs", "poisson", "friction_angle", "cohesion"],
-        };
-        if self.free_surface.is_some() && self.model != ModelName::Water {
-            return Err(format!(
-                "material `{}`: model {:?} takes no `free_surface` (it takes {takes:?})",
-                self.name, self.model
-            ));
-        }
-        if let Some((name, _)) = given
-            .iter()
-            .find(|(name, v)| v.is_some() && !takes.contains(name))
-        {
-            return Err(format!(
-                "material `{}`: model {:?} takes no `{name}` (it takes {takes:?})",
-                self.name, self.model
-            ));
-        }
-        // The model's defaults (the presets of `Material`), then what the file gives.
-        let mut m = match self.model {
-            ModelName::Water => Material::water(),
-            ModelName::NeoHookean => Material::NeoHookean {
-                density: 1000.0,
-                youngs: 1e5,
-                poisson: 0.3,
-            },
-            ModelName::FixedCorotated => Material::FixedCorotated {
-                density: 1000.0,
-                youngs: 1e5,
-                poisson: 0.3,
-            },
-            ModelName::Snow => Material::snow(),
-            ModelName::Sand => Material::sand(),
-        };
-        let set = |slot: &mut f32, value: Option<f32>| {
-            if let Some(v) = value {
-                *slot = v;
-            }
-        };
-        match &mut m {
-            Material::Water {
-                density,
-                bulk,
-                gamma,
-                viscosity,
-                free_surface,
-            } => {
-                set(density, self.density);
-                set(bulk, self.bulk);
-                set(gamma, self.gamma);
-                set(viscosity, self.viscosity);
-                if let Some(f) = self.free_surface {
-                    *free_surface = f;
+        let fail = |message: String| format!("material `{}`: {message}", self.name);
+        let mut given = Vec::new();
+        for (key, value) in &self.parameters {
+            let value = match value {
+                toml::Value::Float(x) => ParamValue::Number(*x),
+                toml::Value::Integer(i) => ParamValue::Number(*i as f64),
+                toml::Value::Boolean(b) => ParamValue::Bool(*b),
+                other => {
+                    return Err(fail(format!(
+                        "`{key}` = {other} is neither a number nor true or false"
+                    )))
                 }
-            }
-            Material::NeoHookean {
-                density,
-                youngs,
-                poisson,
-            }
-            | Material::FixedCorotated {
-                density,
-                youngs,
-                poisson,
-            } => {
-                set(density, self.density);
-                set(youngs, self.youngs);
-                set(poisson, self.poisson);
-            }
-            Material::Snow {
-                density,
-                youngs,
-                poisson,
-                theta_c,
-                theta_s,
-                hardening,
-            } => {
-                set(density, self.density);
-                set(youngs, self.youngs);
-                set(poisson, self.poisson);
-                set(theta_c, self.theta_c);
-                set(theta_s, self.theta_s);
-                set(hardening, self.hardening);
-            }
-            Material::Sand {
-                density,
-                youngs,
-                poisson,
-                friction_angle,
-                cohesion,
-            } => {
-                set(density, self.density);
-                set(youngs, self.youngs);
-                set(poisson, self.poisson);
-                set(friction_angle, self.friction_angle);
-                set(cohesion, self.cohesion);
-            }
-            Material::User { .. } => {}
+            };
+            given.push((key.as_str(), value));
         }
-        Ok(m)
+        Material::from_parameters(&self.model, &given).map_err(|e| match e {
+            mpm_core::Error::InvalidParameter(message) => fail(message),
+            other => fail(other.to_string()),
+        })
     }
 }
 

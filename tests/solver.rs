@@ -411,7 +411,7 @@ fn divergence_is_reported_with_step_particle_and_material() {
         }) => {
             assert!(step < 200);
             assert!(particle < s.particles.count());
-            assert_eq!(material, "neo-Hookean");
+            assert_eq!(material, "neo-hookean");
         }
         other => panic!("expected a divergence error, got {other:?}"),
     }

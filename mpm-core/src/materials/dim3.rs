@@ -1,5 +1,7 @@
 //! The material models in 3D, compiled from the sources they share with [`super::dim2`].
 
-use crate::dim::d3::{Mat, Vec, DIM};
+use glam::Vec4;
 
-super::compile_models!();
+use crate::dim::d3::{Mat, Vec, DIM, INV_DIM};
+
+super::material_table!(super::compile_models);

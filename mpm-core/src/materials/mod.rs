@@ -1,4 +1,6 @@
-//! Constitutive models as `#[func]`s, so that both backends and user kernels share them.
+//! The materials: their constitutive models as `#[func]`s, shared by both backends and user
+//! kernels, and the one table ([`material_table!`]) that every other part of the engine reads
+//! a material from.
 //!
 //! Every elastic model returns the Kirchhoff stress `tau = P F^T` (P the first
 //! Piola-Kirchhoff stress), which MLS-MPM's P2G uses directly:
@@ -8,27 +10,260 @@
 //! Each model is written once (`elastic.rs`, `water.rs`, `snow.rs`, `sand.rs`, in terms of
 //! the dimension's `Vec`, `Mat` and `DIM`) and compiled for each dimension as [`dim2`] and
 //! [`dim3`] (see [`crate::dim`]): `materials::dim2::neo_hookean`, `materials::dim3::neo_hookean`.
+//!
+//! A new material is its model file and one entry in [`material_table!`]: the solver's
+//! `Material` variant, its defaults, validation and scene-file parameters, its rows in the
+//! device table, its energy and its branch of the kernels' constitutive update all follow
+//! from that entry.
 
 pub mod dim2;
 pub mod dim3;
 
-/// The model sources, each compiled once per dimension in `dim2.rs` and `dim3.rs`, with
-/// their public funcs re-exported there (a new model is its file and one line here).
-macro_rules! compile_models {
-    () => {
-        $crate::materials::compile_models!(
-            elastic = "elastic.rs",
-            sand = "sand.rs",
-            snow = "snow.rs",
-            water = "water.rs"
-        );
+/// The materials, one entry each. The table is read by two macros, which it is handed:
+/// `solver::material`'s `define_materials!` builds the host's `Material` (variants, defaults,
+/// validation, scene-file parameters, device rows, wave speed, energy) and
+/// [`compile_models!`] compiles the model files and the constitutive update per dimension.
+///
+/// `models` lists the model files (each compiled per dimension, its public funcs in scope of
+/// every `update`). An entry:
+/// * `Variant(name = kind)`: the `Material` variant; `name` is the scene files'
+///   model (with `-` for `_`), the preset `Material::name()` and the module of its update;
+///   `kind` the material's number in the kernels (unique; `USER_KIND` is taken);
+/// * `params`: the parameters, each `name: f32 | bool = default, valid range;` (ranges are
+///   [`Range`]s; every material has a `density`);
+/// * `properties`, host code over the parameters (by name): `lame` (mu, lambda; zero for
+///   fluids), `wave_modulus(mu, lambda)` (the P-wave modulus that sets the sound speed and so
+///   the time step), `row(dimension)` (the four floats the kernels get as `row`),
+///   `energy(f, j, jp, mu, lambda)` (the strain energy per reference volume, in f64, of the
+///   deformation gradient `f`, its determinant `j` and the plastic ratio `jp`);
+/// * `update(h, c, tau, jp, mu, lambda, row)`: kernel code (a func body in the dimension's
+///   `Vec`/`Mat`, the model files' funcs in scope) that returns the new displacement gradient
+///   `h = F - I`, Kirchhoff stress and `jp` of a particle from its trial `h`, velocity
+///   gradient `c`, old stress and `jp`.
+macro_rules! material_table {
+    ($($consumer:ident)::+) => {
+        $($consumer)::+! {
+            models {
+                elastic = "elastic.rs",
+                sand = "sand.rs",
+                snow = "snow.rs",
+                water = "water.rs",
+            }
+
+            /// Weakly compressible water: Tait's `p = bulk (J^-gamma - 1)` and optional
+            /// viscosity.
+            Water(water = 0) {
+                params {
+                    /// kg/m^3 (kg/m^2 in 2D); Taichi's examples' scale.
+                    density: f32 = 1000.0, Range::POSITIVE;
+                    /// Pa: a tenth of real water's stiffness divided by gamma keeps the sound
+                    /// speed near 26 m/s.
+                    bulk: f32 = 1e5, Range::POSITIVE;
+                    gamma: f32 = 7.0, Range::POSITIVE;
+                    /// Dynamic viscosity, Pa s.
+                    viscosity: f32 = 0.0, Range::NON_NEGATIVE;
+                    /// Water that holds no tension: `J` is clamped to at most 1, so pressure
+                    /// never goes negative and water neither hangs from walls nor sticks
+                    /// together in jets (the density threshold of Taichi's tuning advice).
+                    /// Off, Tait's law pulls expanded water back together, as a liquid with
+                    /// surface cohesion would.
+                    free_surface: bool = true;
+                }
+                properties {
+                    lame = (0.0, 0.0);
+                    wave_modulus(_mu, _lambda) = bulk * gamma;
+                    row(_dimension) = [bulk, gamma, viscosity, f32::from(u8::from(free_surface))];
+                    energy(_f, j, _jp, _mu, _lambda) = energy::tait(j, bulk.into(), gamma.into());
+                }
+                update(h, c, _tau, jp, _mu, _lambda, row) {
+                    // Water keeps only its volume: shear in F would never relax. With a free
+                    // surface (row.w) it holds no tension: J never exceeds 1.
+                    let mut dj = volume_change(h);
+                    if row.w > 0.0 {
+                        dj = min(dj, 0.0);
+                    }
+                    let h_new = Mat::from_diagonal(Vec::splat(root_change(dj)));
+                    (h_new, water_stress(1.0 + dj, c, row.x, row.y, row.z), jp)
+                }
+            }
+
+            /// Neo-Hookean elastic solid.
+            NeoHookean(neo_hookean = 1) {
+                params {
+                    density: f32 = 1000.0, Range::POSITIVE;
+                    /// Young's modulus, Pa.
+                    youngs: f32 = 1e5, Range::POSITIVE;
+                    poisson: f32 = 0.3, Range::POISSON;
+                }
+                properties {
+                    lame = lame(youngs, poisson);
+                    wave_modulus(mu, lambda) = lambda + 2.0 * mu;
+                    row(_dimension) = [0.0; 4];
+                    energy(f, j, _jp, mu, lambda) = energy::neo_hookean(f, j, mu, lambda);
+                }
+                update(h, _c, _tau, jp, mu, lambda, _row) {
+                    (h, neo_hookean(Mat::IDENTITY + h, mu, lambda), jp)
+                }
+            }
+
+            /// Fixed-corotated elastic solid (jelly).
+            FixedCorotated(fixed_corotated = 2) {
+                params {
+                    density: f32 = 1000.0, Range::POSITIVE;
+                    youngs: f32 = 1e5, Range::POSITIVE;
+                    poisson: f32 = 0.3, Range::POISSON;
+                }
+                properties {
+                    lame = lame(youngs, poisson);
+                    wave_modulus(mu, lambda) = lambda + 2.0 * mu;
+                    row(_dimension) = [0.0; 4];
+                    energy(f, j, _jp, mu, lambda) = energy::fixed_corotated(f, j, mu, lambda);
+                }
+                update(h, _c, _tau, jp, mu, lambda, _row) {
+                    (h, fixed_corotated(Mat::IDENTITY + h, mu, lambda), jp)
+                }
+            }
+
+            /// Snow: fixed-corotated with plasticity and hardening (Stomakhin et al. 2013,
+            /// with the paper's parameters).
+            Snow(snow = 3) {
+                params {
+                    density: f32 = 400.0, Range::POSITIVE;
+                    youngs: f32 = 1.4e5, Range::POSITIVE;
+                    poisson: f32 = 0.2, Range::POISSON;
+                    /// Critical compression, 2.5e-2 in the paper.
+                    theta_c: f32 = 2.5e-2, Range::open(0.0, 1.0);
+                    /// Critical stretch, 7.5e-3 in the paper.
+                    theta_s: f32 = 7.5e-3, Range::POSITIVE;
+                    /// Hardening coefficient, 10 in the paper.
+                    hardening: f32 = 10.0, Range::NON_NEGATIVE;
+                }
+                properties {
+                    lame = lame(youngs, poisson);
+                    // Hardening can raise it while compressed; the bound uses the unhardened
+                    // moduli.
+                    wave_modulus(mu, lambda) = lambda + 2.0 * mu;
+                    row(_dimension) = [theta_c, theta_s, hardening, 0.0];
+                    energy(f, j, jp, mu, lambda) = {
+                        let hard = (f64::from(hardening) * (1.0 - jp)).exp();
+                        energy::fixed_corotated(f, j, mu * hard, lambda * hard)
+                    };
+                }
+                update(h, _c, _tau, jp, mu, lambda, row) {
+                    let (hp, jp_new) = snow_plasticity(h, jp, row.x, row.y);
+                    let hard = snow_hardening(jp_new, row.z);
+                    (hp, fixed_corotated(Mat::IDENTITY + hp, mu * hard, lambda * hard), jp_new)
+                }
+            }
+
+            /// Sand: Drucker-Prager plasticity (Klar et al. 2016, with their values for dry
+            /// sand).
+            Sand(sand = 4) {
+                params {
+                    density: f32 = 2200.0, Range::POSITIVE;
+                    youngs: f32 = 3.537e5, Range::POSITIVE;
+                    poisson: f32 = 0.3, Range::POISSON;
+                    /// Friction angle in degrees (30-35 for dry sand).
+                    friction_angle: f32 = 30.0, Range::closed_open(0.0, 90.0);
+                    /// Cohesion as a tensile strain (0 for dry sand).
+                    cohesion: f32 = 0.0, Range::NON_NEGATIVE;
+                }
+                properties {
+                    lame = lame(youngs, poisson);
+                    wave_modulus(mu, lambda) = lambda + 2.0 * mu;
+                    row(dimension) = {
+                        let phi = friction_angle.to_radians();
+                        let alpha = if dimension == 2 {
+                            dim2::drucker_prager_alpha(phi)
+                        } else {
+                            dim3::drucker_prager_alpha(phi)
+                        };
+                        [alpha, cohesion, 0.0, 0.0]
+                    };
+                    energy(f, _j, _jp, mu, lambda) = energy::hencky(f, mu, lambda);
+                }
+                update(h, _c, _tau, jp, mu, lambda, row) {
+                    let hp = sand_plasticity(h, mu, lambda, row.x, row.y);
+                    (hp, hencky_stress(Mat::IDENTITY + hp, mu, lambda), jp)
+                }
+            }
+        }
     };
-    ($($model:ident = $file:literal),*) => {$(
-        #[path = $file]
+}
+pub(crate) use material_table;
+
+/// The kind of `Material::User`, whose stress a user kernel writes (no table entry may take
+/// it).
+pub const USER_KIND: i32 = 5;
+
+/// Compiles, in a dimension's module ([`dim2`], [`dim3`]), the shared strain measures, each
+/// model file of [`material_table!`] (its public funcs re-exported), and `constitutive`, the
+/// update of a particle of any kind: the entries' `update`s, one branch each.
+macro_rules! compile_models {
+    (
+        models { $($model:ident = $file:literal),* $(,)? }
+        $(
+        $(#[$doc:meta])*
+        $variant:ident($name:ident = $kind:literal) {
+            params { $($params:tt)* }
+            properties { $($properties:tt)* }
+            update($h:ident, $c:ident, $tau:ident, $jp:ident, $mu:ident, $lambda:ident, $row:ident)
+                { $($update:tt)* }
+        }
+    )*) => {
+        #[path = "strain.rs"]
         #[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
-        mod $model;
-        pub use $model::*;
-    )*};
+        mod strain;
+        pub use strain::*;
+
+        $(
+            #[path = $file]
+            #[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
+            mod $model;
+            pub use $model::*;
+        )*
+
+        /// The entries' updates, one module each.
+        pub mod updates {$(
+            pub mod $name {
+                #[allow(unused_imports)]
+                use super::super::*;
+                #[doc = concat!("The constitutive update of `Material::", stringify!($variant), "`.")]
+                #[allow(clippy::too_many_arguments)]
+                #[$crate::func]
+                pub fn update($h: Mat, $c: Mat, $tau: Mat, $jp: f32, $mu: f32, $lambda: f32, $row: Vec4)
+                    -> (Mat, Mat, f32) { $($update)* }
+            }
+        )*}
+
+        /// One particle's constitutive update: the trial displacement gradient `h = F - I`
+        /// through the update of its material's `kind`. Returns `(h, tau, Jp)`. `elastic` is
+        /// `(mu, lambda, -, -)`, `params` the material's row (see `Material`). User materials
+        /// keep `tau`, which their hook writes.
+        #[$crate::func]
+        pub fn constitutive(
+            kind: i32,
+            h: Mat,
+            c: Mat,
+            tau: Mat,
+            jp: f32,
+            elastic: Vec4,
+            params: Vec4,
+        ) -> (Mat, Mat, f32) {
+            let mu = elastic.x;
+            let lambda = elastic.y;
+            let mut h_new = h;
+            let mut tau_new = tau;
+            let mut jp_new = jp;
+            $(if kind == $kind {
+                let (h1, tau1, jp1) = updates::$name::update(h, c, tau, jp, mu, lambda, params);
+                h_new = h1;
+                tau_new = tau1;
+                jp_new = jp1;
+            } else)* {}
+            (h_new, tau_new, jp_new)
+        }
+    };
 }
 pub(crate) use compile_models;
 
@@ -42,7 +277,7 @@ pub fn lame(youngs: f32, poisson: f32) -> (f32, f32) {
 
 #[cfg(test)]
 mod tests {
-    use glam::{Mat2, Mat3, Vec2, Vec3};
+    use glam::{DMat3, Mat2, Mat3, Vec2, Vec3};
 
     use super::{dim2, dim3, lame};
 
@@ -171,5 +406,51 @@ mod tests {
             (sx - sy).abs() < (1.1f32.ln() - 0.88f32.ln()).abs(),
             "{fp:?}"
         );
+    }
+
+    #[test]
+    fn volume_change_matches_the_determinant_in_f64() {
+        let cases = [
+            Mat3::from_cols(
+                Vec3::new(0.1, -0.2, 0.05),
+                Vec3::new(0.3, -0.15, 0.02),
+                Vec3::new(-0.04, 0.07, 0.25),
+            ),
+            Mat3::from_diagonal(Vec3::new(3e-8, -1e-8, 2e-8)),
+            Mat3::from_rotation_y(0.3) - Mat3::IDENTITY,
+        ];
+        for h in cases {
+            // f32 rounds each of h's invariants: the error scales with h's size, not with
+            // J - 1, which cancels for a rotation.
+            let tol = 1e-6
+                * h.to_cols_array()
+                    .iter()
+                    .map(|x| x.abs() as f64)
+                    .sum::<f64>();
+            let exact = (DMat3::IDENTITY + h.as_dmat3()).determinant() - 1.0;
+            let got = dim3::volume_change(h) as f64;
+            assert!((got - exact).abs() <= tol, "{h}: {got} vs {exact}");
+            let h2 = Mat2::from_cols(h.x_axis.truncate(), h.y_axis.truncate());
+            let exact2 = (glam::DMat2::IDENTITY + h2.as_dmat2()).determinant() - 1.0;
+            let got2 = dim2::volume_change(h2) as f64;
+            assert!((got2 - exact2).abs() <= tol, "{h2}: {got2} vs {exact2}");
+        }
+    }
+
+    #[test]
+    fn root_change_inverts_the_volume_change() {
+        for dj in [-0.3f32, -1e-3, -4e-8, 0.0, 5e-8, 0.2] {
+            let r3 = dim3::root_change(dj) as f64;
+            let r2 = dim2::root_change(dj) as f64;
+            let tol = 1e-6 * (dj.abs() as f64).max(1e-12);
+            assert!(
+                ((1.0 + r3).powi(3) - 1.0 - dj as f64).abs() <= tol,
+                "3D {dj}: {r3}"
+            );
+            assert!(
+                ((1.0 + r2).powi(2) - 1.0 - dj as f64).abs() <= tol,
+                "2D {dj}: {r2}"
+            );
+        }
     }
 }

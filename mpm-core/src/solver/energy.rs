@@ -3,7 +3,8 @@
 //!
 //! The strain energy densities are the ones whose derivatives the kernels' stresses are, per
 //! unit reference volume, evaluated from the displacement gradient `h = F - I` in f64 (2D
-//! gradients are padded with `F_zz = 1`, which adds nothing to any of them):
+//! gradients are padded with `F_zz = 1`, which adds nothing to any of them). The material
+//! table (`materials::material_table!`) says which material has which; the densities here:
 //! * neo-Hookean: `mu/2 (tr(F^T F) - 3) - mu ln J + lambda/2 ln(J)^2` (Bonet and Wood 2008,
 //!   eq. 6.27);
 //! * fixed corotated: `mu sum (sigma_i - 1)^2 + lambda/2 (J - 1)^2` (Stomakhin et al. 2012),
@@ -71,46 +72,36 @@ pub(crate) fn add(
         p.c.x_axis.length_squared() + p.c.y_axis.length_squared() + p.c.z_axis.length_squared();
     energy.affine += 0.5 * p.mass * inertia * c2;
     energy.gravity -= p.mass * gravity.dot(p.x);
-    match density(material, p.grad_u, p.jp) {
+    match material.energy_density(p.grad_u, p.jp) {
         Some(psi) => energy.strain += p.vol * psi,
         None => energy.unmodelled += 1,
     }
 }
 
-/// Strain energy per unit reference volume, `None` for user materials.
-fn density(material: &Material, h: DMat3, jp: f64) -> Option<f64> {
-    let f = DMat3::IDENTITY + h;
-    let j = f.determinant();
-    let (mu, lambda) = material.lame();
-    let (mu, lambda) = (mu as f64, lambda as f64);
-    let fixed_corotated = |mu: f64, lambda: f64| {
-        let s = singular_values(f);
-        mu * (s - DVec3::ONE).length_squared() + 0.5 * lambda * (j - 1.0).powi(2)
-    };
-    Some(match *material {
-        Material::Water { bulk, gamma, .. } => {
-            let (k, g) = (bulk as f64, gamma as f64);
-            k * ((j - 1.0) + (j.powf(1.0 - g) - 1.0) / (g - 1.0))
-        }
-        Material::NeoHookean { .. } => {
-            let ln_j = j.ln();
-            // tr(F^T F) is the sum of F's squared entries.
-            let tr_c =
-                f.x_axis.length_squared() + f.y_axis.length_squared() + f.z_axis.length_squared();
-            0.5 * mu * (tr_c - 3.0) - mu * ln_j + 0.5 * lambda * ln_j * ln_j
-        }
-        Material::FixedCorotated { .. } => fixed_corotated(mu, lambda),
-        Material::Snow { hardening, .. } => {
-            let hard = (hardening as f64 * (1.0 - jp)).exp();
-            fixed_corotated(mu * hard, lambda * hard)
-        }
-        Material::Sand { .. } => {
-            let s = singular_values(f);
-            let eps = DVec3::new(s.x.abs().ln(), s.y.abs().ln(), s.z.abs().ln());
-            mu * eps.length_squared() + 0.5 * lambda * eps.element_sum().powi(2)
-        }
-        Material::User { .. } => return None,
-    })
+/// Tait water's `bulk ((J - 1) + (J^(1 - gamma) - 1) / (gamma - 1))`.
+pub(crate) fn tait(j: f64, bulk: f64, gamma: f64) -> f64 {
+    bulk * ((j - 1.0) + (j.powf(1.0 - gamma) - 1.0) / (gamma - 1.0))
+}
+
+/// Neo-Hookean: `mu/2 (tr(F^T F) - 3) - mu ln J + lambda/2 ln(J)^2`.
+pub(crate) fn neo_hookean(f: DMat3, j: f64, mu: f64, lambda: f64) -> f64 {
+    let ln_j = j.ln();
+    // tr(F^T F) is the sum of F's squared entries.
+    let tr_c = f.x_axis.length_squared() + f.y_axis.length_squared() + f.z_axis.length_squared();
+    0.5 * mu * (tr_c - 3.0) - mu * ln_j + 0.5 * lambda * ln_j * ln_j
+}
+
+/// Fixed corotated: `mu sum (sigma_i - 1)^2 + lambda/2 (J - 1)^2`.
+pub(crate) fn fixed_corotated(f: DMat3, j: f64, mu: f64, lambda: f64) -> f64 {
+    let s = singular_values(f);
+    mu * (s - DVec3::ONE).length_squared() + 0.5 * lambda * (j - 1.0).powi(2)
+}
+
+/// St. Venant-Kirchhoff in Hencky strain: `mu sum ln(sigma_i)^2 + lambda/2 (sum ln sigma_i)^2`.
+pub(crate) fn hencky(f: DMat3, mu: f64, lambda: f64) -> f64 {
+    let s = singular_values(f);
+    let eps = DVec3::new(s.x.abs().ln(), s.y.abs().ln(), s.z.abs().ln());
+    mu * eps.length_squared() + 0.5 * lambda * eps.element_sum().powi(2)
 }
 
 /// Singular values of `f`, the smallest carrying the sign of `det f` (the convention of the
@@ -175,13 +166,13 @@ mod tests {
             poisson,
         };
         // Uniaxial small strain with nu = 0: psi = E eps^2 / 2 (mu = E / 2, lambda = 0).
-        let psi = density(&solid, h, 1.0).expect("modelled");
+        let psi = solid.energy_density(h, 1.0).expect("modelled");
         let expected = 0.5 * youngs as f64 * stretch * stretch;
         assert!((psi / expected - 1.0).abs() < 1e-6, "{psi} vs {expected}");
         // A rotation stores no energy.
         let rot = DMat3::from_rotation_z(0.4) - DMat3::IDENTITY;
         for m in [solid.clone(), Material::sand(), Material::snow()] {
-            let psi = density(&m, rot, 1.0).expect("modelled");
+            let psi = m.energy_density(rot, 1.0).expect("modelled");
             assert!(psi.abs() < 1e-9, "{}: {psi}", m.name());
         }
         // Water: psi'(J) = -p(J), checked by a central difference.
@@ -189,7 +180,9 @@ mod tests {
         let j = 0.99f64;
         let at = |j: f64| {
             let dj = j.cbrt() - 1.0;
-            density(&water, DMat3::from_diagonal(DVec3::splat(dj)), 1.0).expect("modelled")
+            water
+                .energy_density(DMat3::from_diagonal(DVec3::splat(dj)), 1.0)
+                .expect("modelled")
         };
         let slope = (at(j + 1e-6) - at(j - 1e-6)) / 2e-6;
         let pressure = 1e5 * (j.powf(-7.0) - 1.0);

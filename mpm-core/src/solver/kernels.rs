@@ -16,15 +16,6 @@ use crate::func;
 pub mod dim2;
 pub mod dim3;
 
-/// Material kinds as the kernels see them (the variants of `Material` on the host).
-pub const WATER: i32 = 0;
-pub const NEO_HOOKEAN: i32 = 1;
-pub const FIXED_COROTATED: i32 = 2;
-pub const SNOW: i32 = 3;
-pub const SAND: i32 = 4;
-/// Stress written by a user kernel (see `Solver::add_stress_hook`).
-pub const USER: i32 = 5;
-
 /// Boundary conditions as the kernels see them.
 pub const STICKY: i32 = 0;
 pub const SLIP: i32 = 1;
@@ -88,57 +79,4 @@ pub fn bspline_weights(fx: f32, support: i32) -> Vec4 {
         );
     }
     w
-}
-
-#[cfg(test)]
-mod tests {
-    use glam::{DMat3, Mat2, Mat3, Vec3};
-
-    use super::{dim2, dim3};
-
-    #[test]
-    fn volume_change_matches_the_determinant_in_f64() {
-        let cases = [
-            Mat3::from_cols(
-                Vec3::new(0.1, -0.2, 0.05),
-                Vec3::new(0.3, -0.15, 0.02),
-                Vec3::new(-0.04, 0.07, 0.25),
-            ),
-            Mat3::from_diagonal(Vec3::new(3e-8, -1e-8, 2e-8)),
-            Mat3::from_rotation_y(0.3) - Mat3::IDENTITY,
-        ];
-        for h in cases {
-            // f32 rounds each of h's invariants: the error scales with h's size, not with
-            // J - 1, which cancels for a rotation.
-            let tol = 1e-6
-                * h.to_cols_array()
-                    .iter()
-                    .map(|x| x.abs() as f64)
-                    .sum::<f64>();
-            let exact = (DMat3::IDENTITY + h.as_dmat3()).determinant() - 1.0;
-            let got = dim3::volume_change(h) as f64;
-            assert!((got - exact).abs() <= tol, "{h}: {got} vs {exact}");
-            let h2 = Mat2::from_cols(h.x_axis.truncate(), h.y_axis.truncate());
-            let exact2 = (glam::DMat2::IDENTITY + h2.as_dmat2()).determinant() - 1.0;
-            let got2 = dim2::volume_change(h2) as f64;
-            assert!((got2 - exact2).abs() <= tol, "{h2}: {got2} vs {exact2}");
-        }
-    }
-
-    #[test]
-    fn root_change_inverts_the_volume_change() {
-        for dj in [-0.3f32, -1e-3, -4e-8, 0.0, 5e-8, 0.2] {
-            let r3 = dim3::root_change(dj) as f64;
-            let r2 = dim2::root_change(dj) as f64;
-            let tol = 1e-6 * (dj.abs() as f64).max(1e-12);
-            assert!(
-                ((1.0 + r3).powi(3) - 1.0 - dj as f64).abs() <= tol,
-                "3D {dj}: {r3}"
-            );
-            assert!(
-                ((1.0 + r2).powi(2) - 1.0 - dj as f64).abs() <= tol,
-                "2D {dj}: {r2}"
-            );
-        }
-    }
 }

@@ -1,308 +1,353 @@
 //! Materials as the host describes them, and their table on the device.
+//!
+//! `Material`'s variants, presets, validation, scene-file parameters, device rows, wave speed
+//! and energy are generated from `materials::material_table!` by [`define_materials!`]; only
+//! `Material::User` is written here.
 
-use glam::Vec4;
+use std::fmt;
 
-use super::kernels;
-use crate::materials::lame;
-use crate::materials::{dim2, dim3};
+use glam::{DMat3, Vec4};
+
+use super::energy;
+use crate::materials::{dim2, dim3, lame, material_table, USER_KIND};
 use crate::{BackendRef, Error, Field, Result};
 
-/// A material. Densities are in kg/m^3 (or per m^2 in 2D), moduli in Pa.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Material {
-    /// Weakly compressible water: Tait's `p = bulk (J^-gamma - 1)` and optional viscosity.
-    Water {
-        density: f32,
-        bulk: f32,
-        gamma: f32,
-        viscosity: f32,
-        /// Water that holds no tension: `J` is clamped to at most 1, so pressure never goes
-        /// negative and water neither hangs from walls nor sticks together in jets (the
-        /// density threshold of Taichi's tuning advice). Off, Tait's law pulls expanded
-        /// water back together, as a liquid with surface cohesion would.
-        free_surface: bool,
-    },
-    /// Neo-Hookean elastic solid.
-    NeoHookean {
-        density: f32,
-        youngs: f32,
-        poisson: f32,
-    },
-    /// Fixed-corotated elastic solid (jelly).
-    FixedCorotated {
-        density: f32,
-        youngs: f32,
-        poisson: f32,
-    },
-    /// Snow: fixed-corotated with plasticity and hardening (Stomakhin et al. 2013).
-    Snow {
-        density: f32,
-        youngs: f32,
-        poisson: f32,
-        /// Critical compression, 2.5e-2 in the paper.
-        theta_c: f32,
-        /// Critical stretch, 7.5e-3 in the paper.
-        theta_s: f32,
-        /// Hardening coefficient, 10 in the paper.
-        hardening: f32,
-    },
-    /// Sand: Drucker-Prager plasticity (Klar et al. 2016).
-    Sand {
-        density: f32,
-        youngs: f32,
-        poisson: f32,
-        /// Friction angle in degrees (30-35 for dry sand).
-        friction_angle: f32,
-        /// Cohesion as a tensile strain (0 for dry sand).
-        cohesion: f32,
-    },
-    /// A material whose stress a user kernel writes into `Particles::tau` (registered with
-    /// `Solver::add_stress_hook`). `params` reach the kernels in the material's `params` row;
-    /// `youngs` and `poisson` set its Lamé row and bound the time step.
-    User {
-        name: String,
-        density: f32,
-        youngs: f32,
-        poisson: f32,
-        params: [f32; 4],
-    },
+/// The values a material parameter may take: an interval, finite either way.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range {
+    low: f32,
+    high: f32,
+    /// Whether `low` itself is allowed (`high` never is).
+    low_included: bool,
 }
 
-impl Material {
-    /// Water as in Taichi's examples' scale: density 1000, bulk modulus 1e5 (a tenth of real
-    /// water's stiffness divided by gamma keeps the sound speed near 26 m/s), gamma 7, with
-    /// a free surface (no tension).
-    pub fn water() -> Self {
-        Material::Water {
-            density: 1000.0,
-            bulk: 1e5,
-            gamma: 7.0,
-            viscosity: 0.0,
-            free_surface: true,
+impl Range {
+    /// Finite and above zero.
+    pub const POSITIVE: Range = Range::open(0.0, f32::INFINITY);
+    /// Finite and not below zero.
+    pub const NON_NEGATIVE: Range = Range::closed_open(0.0, f32::INFINITY);
+    /// Poisson's ratios of stable isotropic solids.
+    pub const POISSON: Range = Range::open(-1.0, 0.5);
+
+    /// `low < x < high`.
+    pub const fn open(low: f32, high: f32) -> Range {
+        Range {
+            low,
+            high,
+            low_included: false,
         }
     }
 
-    /// Snow with the paper's parameters (E = 1.4e5, nu = 0.2, density 400).
-    pub fn snow() -> Self {
-        Material::Snow {
-            density: 400.0,
-            youngs: 1.4e5,
-            poisson: 0.2,
-            theta_c: 2.5e-2,
-            theta_s: 7.5e-3,
-            hardening: 10.0,
+    /// `low <= x < high`.
+    pub const fn closed_open(low: f32, high: f32) -> Range {
+        Range {
+            low,
+            high,
+            low_included: true,
         }
     }
 
-    /// Dry sand (E = 3.537e5, nu = 0.3, friction angle 30 degrees, density 2200; Klar et
-    /// al.'s values).
-    pub fn sand() -> Self {
-        Material::Sand {
-            density: 2200.0,
-            youngs: 3.537e5,
-            poisson: 0.3,
-            friction_angle: 30.0,
-            cohesion: 0.0,
-        }
-    }
-
-    /// A short name for messages.
-    pub fn name(&self) -> String {
-        match self {
-            Material::Water { .. } => "water".into(),
-            Material::NeoHookean { .. } => "neo-Hookean".into(),
-            Material::FixedCorotated { .. } => "fixed-corotated".into(),
-            Material::Snow { .. } => "snow".into(),
-            Material::Sand { .. } => "sand".into(),
-            Material::User { name, .. } => name.clone(),
-        }
-    }
-
-    pub fn density(&self) -> f32 {
-        match self {
-            Material::Water { density, .. }
-            | Material::NeoHookean { density, .. }
-            | Material::FixedCorotated { density, .. }
-            | Material::Snow { density, .. }
-            | Material::Sand { density, .. }
-            | Material::User { density, .. } => *density,
-        }
-    }
-
-    /// Checks the parameters' ranges; the error names the material and the parameter.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |what: &str, value: f32, range: &str| {
-            Err(Error::InvalidParameter(format!(
-                "{} material: {what} = {value} is out of range ({range})",
-                self.name()
-            )))
+    pub fn contains(&self, x: f32) -> bool {
+        let above = if self.low_included {
+            x >= self.low
+        } else {
+            x > self.low
         };
-        let positive = |what: &str, value: f32| {
-            if value.is_finite() && value > 0.0 {
+        x.is_finite() && above && x < self.high
+    }
+}
+
+impl fmt::Display for Range {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let low = if self.low_included { "<=" } else { "<" };
+        if self.high.is_finite() {
+            write!(f, "{} {low} x < {}", self.low, self.high)
+        } else {
+            write!(
+                f,
+                "finite and {} {}",
+                if self.low_included { ">=" } else { ">" },
+                self.low
+            )
+        }
+    }
+}
+
+/// A parameter's value as a scene file gives it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ParamValue {
+    Number(f64),
+    Bool(bool),
+}
+
+/// The types a material parameter can have.
+trait Param: Sized + Copy {
+    /// What a value of the type is, for messages.
+    const WHAT: &'static str;
+    /// Whether the value lies in `range` (a flag has no range).
+    fn valid(self, range: Range) -> bool;
+    fn from_value(value: ParamValue) -> Option<Self>;
+}
+
+/// A parameter of `model` from a scene file's value.
+fn parameter<T: Param>(model: &str, key: &str, value: ParamValue) -> Result<T> {
+    T::from_value(value)
+        .ok_or_else(|| Error::InvalidParameter(format!("model {model}: `{key}` is {}", T::WHAT)))
+}
+
+impl Param for f32 {
+    const WHAT: &'static str = "a number";
+    fn valid(self, range: Range) -> bool {
+        range.contains(self)
+    }
+    fn from_value(value: ParamValue) -> Option<Self> {
+        match value {
+            ParamValue::Number(x) => Some(x as f32),
+            ParamValue::Bool(_) => None,
+        }
+    }
+}
+
+impl Param for bool {
+    const WHAT: &'static str = "true or false";
+    fn valid(self, _: Range) -> bool {
+        true
+    }
+    fn from_value(value: ParamValue) -> Option<Self> {
+        match value {
+            ParamValue::Bool(b) => Some(b),
+            ParamValue::Number(_) => None,
+        }
+    }
+}
+
+/// Builds `Material` from the material table (see `materials::material_table!` for an
+/// entry's parts). Parameters and the names an entry's code gives its arguments are bound by
+/// name in each arm, so the entries read like ordinary functions of their parameters.
+macro_rules! define_materials {
+    (
+        models { $($model:ident = $file:literal),* $(,)? }
+        $(
+        $(#[$doc:meta])*
+        $variant:ident($name:ident = $kind:literal) {
+            params {$(
+                $(#[$param_doc:meta])*
+                $param:ident: $ty:ty = $default:expr $(, $range:expr)?;
+            )*}
+            properties {
+                lame = $lame:expr;
+                wave_modulus($wm_mu:ident, $wm_lambda:ident) = $wave_modulus:expr;
+                row($dimension:ident) = $row:expr;
+                energy($f:ident, $j:ident, $jp:ident, $mu:ident, $lambda:ident) = $energy:expr;
+            }
+            update $($update:tt)*
+        }
+        )*
+    ) => {
+        /// A material. Densities are in kg/m^3 (or per m^2 in 2D), moduli in Pa.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Material {
+            $(
+                $(#[$doc])*
+                $variant { $($(#[$param_doc])* $param: $ty,)* },
+            )*
+            /// A material whose stress a user kernel writes into `Particles::tau` (registered
+            /// with `Solver::add_stress_hook`). `params` reach the kernels in the material's
+            /// `params` row; `youngs` and `poisson` set its Lamé row and bound the time step.
+            User {
+                name: String,
+                density: f32,
+                youngs: f32,
+                poisson: f32,
+                params: [f32; 4],
+            },
+        }
+
+        // Each kind once, and not the user materials'.
+        const _: () = assert!(all_distinct(&[$($kind,)* USER_KIND]));
+
+        impl Material {
+            $(
+                #[doc = concat!("`", stringify!($variant), "` with its defaults.")]
+                pub fn $name() -> Self {
+                    Material::$variant { $($param: $default,)* }
+                }
+            )*
+
+            /// The models a scene file can name.
+            pub fn models() -> Vec<String> {
+                vec![$(model_name(stringify!($name)),)*]
+            }
+
+            /// The parameters of a model, in the table's order.
+            pub fn parameters(model: &str) -> Option<&'static [&'static str]> {
+                $(if model == model_name(stringify!($name)) {
+                    return Some(&[$(stringify!($param)),*]);
+                })*
+                None
+            }
+
+            /// A model's defaults with the given parameters set; an unknown model or
+            /// parameter, or a value of the wrong type, is an error that names it. (The
+            /// values' ranges are checked by `validate`.)
+            pub fn from_parameters(model: &str, given: &[(&str, ParamValue)]) -> Result<Self> {
+                $(if model == model_name(stringify!($name)) {
+                    $(let mut $param: $ty = $default;)*
+                    for &(key, value) in given {
+                        $(if key == stringify!($param) {
+                            $param = parameter(model, key, value)?;
+                            continue;
+                        })*
+                        return Err(Error::InvalidParameter(format!(
+                            "model {model} takes no `{key}` (it takes {:?})",
+                            [$(stringify!($param)),*]
+                        )));
+                    }
+                    return Ok(Material::$variant { $($param,)* });
+                })*
+                Err(Error::InvalidParameter(format!(
+                    "unknown material model `{model}`; the models are {:?}",
+                    Self::models()
+                )))
+            }
+
+            /// A short name for messages: the scene files' model name, or the user's.
+            pub fn name(&self) -> String {
+                match self {
+                    $(Material::$variant { .. } => model_name(stringify!($name)),)*
+                    Material::User { name, .. } => name.clone(),
+                }
+            }
+
+            pub fn density(&self) -> f32 {
+                match self {
+                    $(Material::$variant { density, .. })|* | Material::User { density, .. } => {
+                        *density
+                    }
+                }
+            }
+
+            /// Checks the parameters' ranges; the error names the material and the parameter.
+            pub fn validate(&self) -> Result<()> {
+                let bad = |what: &str, value: String, range: String| {
+                    Err(Error::InvalidParameter(format!(
+                        "{} material: {what} = {value} is out of range ({range})",
+                        self.name()
+                    )))
+                };
+                #[allow(unused_variables)]
+                match *self {
+                    $(Material::$variant { $($param,)* } => {
+                        $($(
+                            if !Param::valid($param, $range) {
+                                return bad(stringify!($param), $param.to_string(), $range.to_string());
+                            }
+                        )?)*
+                    })*
+                    Material::User {
+                        density,
+                        youngs,
+                        poisson,
+                        ref params,
+                        ..
+                    } => {
+                        for (what, value, range) in [
+                            ("density", density, Range::POSITIVE),
+                            ("youngs", youngs, Range::POSITIVE),
+                            ("poisson", poisson, Range::POISSON),
+                        ] {
+                            if !range.contains(value) {
+                                return bad(what, value.to_string(), range.to_string());
+                            }
+                        }
+                        if let Some(p) = params.iter().find(|p| !p.is_finite()) {
+                            return bad("params", p.to_string(), "finite".into());
+                        }
+                    }
+                }
                 Ok(())
-            } else {
-                bad(what, value, "finite and > 0")
             }
-        };
-        positive("density", self.density())?;
-        if let Some((youngs, poisson)) = self.moduli() {
-            positive("youngs", youngs)?;
-            if !(poisson.is_finite() && poisson > -1.0 && poisson < 0.5) {
-                return bad("poisson", poisson, "-1 < nu < 0.5");
-            }
-        }
-        match self {
-            Material::Water {
-                bulk,
-                gamma,
-                viscosity,
-                ..
-            } => {
-                positive("bulk", *bulk)?;
-                positive("gamma", *gamma)?;
-                if !(viscosity.is_finite() && *viscosity >= 0.0) {
-                    return bad("viscosity", *viscosity, "finite and >= 0");
-                }
-            }
-            Material::Snow {
-                theta_c,
-                theta_s,
-                hardening,
-                ..
-            } => {
-                if !(*theta_c > 0.0 && *theta_c < 1.0) {
-                    return bad("theta_c", *theta_c, "0 < theta_c < 1");
-                }
-                positive("theta_s", *theta_s)?;
-                if !(hardening.is_finite() && *hardening >= 0.0) {
-                    return bad("hardening", *hardening, "finite and >= 0");
-                }
-            }
-            Material::Sand {
-                friction_angle,
-                cohesion,
-                ..
-            } => {
-                if !(*friction_angle >= 0.0 && *friction_angle < 90.0) {
-                    return bad("friction_angle", *friction_angle, "0 <= degrees < 90");
-                }
-                if !(cohesion.is_finite() && *cohesion >= 0.0) {
-                    return bad("cohesion", *cohesion, "finite and >= 0");
-                }
-            }
-            Material::User { params, .. } => {
-                if let Some(p) = params.iter().find(|p| !p.is_finite()) {
-                    return bad("params", *p, "finite");
-                }
-            }
-            _ => {}
-        }
-        Ok(())
-    }
 
-    /// The fastest elastic wave: `sqrt((lambda + 2 mu) / rho)` for solids, the sound speed
-    /// `sqrt(bulk gamma / rho)` for Tait water. Snow's hardening can raise it while it is
-    /// compressed; the bound uses the unhardened moduli.
-    pub fn wave_speed(&self) -> f32 {
-        match self {
-            Material::Water {
-                density,
-                bulk,
-                gamma,
-                ..
-            } => (bulk * gamma / density).sqrt(),
-            _ => {
+            /// `(mu, lambda)`; fluids have none.
+            #[allow(unused_variables)]
+            pub fn lame(&self) -> (f32, f32) {
+                match *self {
+                    $(Material::$variant { $($param,)* } => $lame,)*
+                    Material::User { youngs, poisson, .. } => lame(youngs, poisson),
+                }
+            }
+
+            /// The fastest elastic wave, `sqrt(M / rho)` for the P-wave modulus `M`:
+            /// `lambda + 2 mu` for solids, `bulk gamma` for Tait water.
+            #[allow(unused_variables)]
+            pub fn wave_speed(&self) -> f32 {
                 let (mu, lambda) = self.lame();
-                ((lambda + 2.0 * mu) / self.density()).sqrt()
+                let modulus = match *self {
+                    $(Material::$variant { $($param,)* } => {
+                        let ($wm_mu, $wm_lambda) = (mu, lambda);
+                        $wave_modulus
+                    })*
+                    Material::User { .. } => lambda + 2.0 * mu,
+                };
+                (modulus / self.density()).sqrt()
             }
-        }
-    }
 
-    /// `(mu, lambda)`; water has none.
-    pub fn lame(&self) -> (f32, f32) {
-        match self.moduli() {
-            Some((youngs, poisson)) => lame(youngs, poisson),
-            None => (0.0, 0.0),
-        }
-    }
+            /// The material's kind and the rows the kernels read in `dimension`:
+            /// `(mu, lambda, density, 0)` and the model's own.
+            #[allow(unused_variables)]
+            fn rows(&self, dimension: usize) -> (i32, Vec4, Vec4) {
+                let (mu, lambda) = self.lame();
+                let elastic = Vec4::new(mu, lambda, self.density(), 0.0);
+                let (kind, row): (i32, [f32; 4]) = match *self {
+                    $(Material::$variant { $($param,)* } => {
+                        let $dimension = dimension;
+                        ($kind, $row)
+                    })*
+                    Material::User { params, .. } => (USER_KIND, params),
+                };
+                (kind, elastic, Vec4::from_array(row))
+            }
 
-    /// Young's modulus and Poisson's ratio of the solid models.
-    fn moduli(&self) -> Option<(f32, f32)> {
-        match self {
-            Material::Water { .. } => None,
-            Material::NeoHookean {
-                youngs, poisson, ..
+            /// Strain energy per unit reference volume of the displacement gradient `h` and
+            /// plastic ratio `jp`, in f64; `None` for user materials.
+            #[allow(unused_variables)]
+            pub(crate) fn energy_density(&self, h: DMat3, jp: f64) -> Option<f64> {
+                let f = DMat3::IDENTITY + h;
+                let j = f.determinant();
+                let (mu, lambda) = self.lame();
+                let (mu, lambda) = (f64::from(mu), f64::from(lambda));
+                Some(match *self {
+                    $(Material::$variant { $($param,)* } => {
+                        let ($f, $j, $jp, $mu, $lambda) = (f, j, jp, mu, lambda);
+                        $energy
+                    })*
+                    Material::User { .. } => return None,
+                })
             }
-            | Material::FixedCorotated {
-                youngs, poisson, ..
-            }
-            | Material::Snow {
-                youngs, poisson, ..
-            }
-            | Material::Sand {
-                youngs, poisson, ..
-            }
-            | Material::User {
-                youngs, poisson, ..
-            } => Some((*youngs, *poisson)),
         }
-    }
+    };
+}
 
-    /// The three table rows the kernels read in `dimension`: kind, `(mu, lambda, density, 0)`
-    /// and the model's own parameters.
-    fn rows(&self, dimension: usize) -> (i32, Vec4, Vec4) {
-        let (mu, lambda) = self.lame();
-        let elastic = Vec4::new(mu, lambda, self.density(), 0.0);
-        match self {
-            Material::Water {
-                bulk,
-                gamma,
-                viscosity,
-                free_surface,
-                ..
-            } => (
-                kernels::WATER,
-                elastic,
-                Vec4::new(
-                    *bulk,
-                    *gamma,
-                    *viscosity,
-                    f32::from(u8::from(*free_surface)),
-                ),
-            ),
-            Material::NeoHookean { .. } => (kernels::NEO_HOOKEAN, elastic, Vec4::ZERO),
-            Material::FixedCorotated { .. } => (kernels::FIXED_COROTATED, elastic, Vec4::ZERO),
-            Material::Snow {
-                theta_c,
-                theta_s,
-                hardening,
-                ..
-            } => (
-                kernels::SNOW,
-                elastic,
-                Vec4::new(*theta_c, *theta_s, *hardening, 0.0),
-            ),
-            Material::Sand {
-                friction_angle,
-                cohesion,
-                ..
-            } => (
-                kernels::SAND,
-                elastic,
-                Vec4::new(
-                    if dimension == 2 {
-                        dim2::drucker_prager_alpha(friction_angle.to_radians())
-                    } else {
-                        dim3::drucker_prager_alpha(friction_angle.to_radians())
-                    },
-                    *cohesion,
-                    0.0,
-                    0.0,
-                ),
-            ),
-            Material::User { params, .. } => (kernels::USER, elastic, Vec4::from_array(*params)),
+material_table!(define_materials);
+
+/// The scene files' name of a model: its table name with `-` for `_`.
+fn model_name(table_name: &str) -> String {
+    table_name.replace('_', "-")
+}
+
+const fn all_distinct(kinds: &[i32]) -> bool {
+    let mut i = 0;
+    while i < kinds.len() {
+        let mut j = i + 1;
+        while j < kinds.len() {
+            if kinds[i] == kinds[j] {
+                return false;
+            }
+            j += 1;
         }
+        i += 1;
     }
+    true
 }
 
 /// The index of a material in a solver's table.
@@ -359,5 +404,181 @@ impl MaterialTable {
         usize::try_from(id.0)
             .ok()
             .and_then(|i| self.materials.get(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use glam::{DMat3, DVec3, Mat2, Mat3, Vec3};
+
+    use super::*;
+
+    fn presets() -> Vec<Material> {
+        Material::models()
+            .iter()
+            .map(|model| Material::from_parameters(model, &[]).expect("a model"))
+            .collect()
+    }
+
+    /// `P F^T` for `P = d psi / dF`, by central differences of the f64 energy density.
+    fn stress_of_energy(m: &Material, h: DMat3, jp: f64) -> DMat3 {
+        let step = 1e-6;
+        let psi = |h: DMat3| m.energy_density(h, jp).expect("modelled");
+        let mut p = DMat3::ZERO;
+        for col in 0..3 {
+            for row in 0..3 {
+                let mut e = DMat3::ZERO;
+                e.col_mut(col)[row] = step;
+                p.col_mut(col)[row] = (psi(h + e) - psi(h - e)) / (2.0 * step);
+            }
+        }
+        p * (DMat3::IDENTITY + h).transpose()
+    }
+
+    /// A deformation each model takes elastically (inside snow's clamps and sand's cone),
+    /// large enough that the models' energies differ at second order, so that an entry's
+    /// update paired with another entry's energy fails.
+    fn elastic_deformation(m: &Material) -> Mat3 {
+        let shear = Mat3::from_cols(
+            Vec3::new(0.0, 1.0, -0.5),
+            Vec3::new(1.0, 0.0, 0.7),
+            Vec3::new(-0.5, 0.7, 0.0),
+        );
+        match m {
+            Material::NeoHookean { .. } | Material::FixedCorotated { .. } => {
+                Mat3::from_diagonal(Vec3::new(0.2, -0.1, 0.05)) + 0.1 * shear
+            }
+            Material::Snow { .. } => {
+                Mat3::from_diagonal(Vec3::new(-0.01, 0.004, -0.015)) + 1e-3 * shear
+            }
+            Material::Sand { .. } => {
+                Mat3::from_diagonal(Vec3::new(-0.03, -0.025, -0.028)) + 1e-3 * shear
+            }
+            _ => Mat3::from_diagonal(Vec3::new(-0.004, 0.001, -0.003)) + 1e-3 * shear,
+        }
+    }
+
+    #[test]
+    fn every_entrys_stress_derives_from_its_energy() {
+        // The kernels' update, reached through the kind the host writes in the table, is the
+        // derivative of the energy the report uses: tau = (d psi / dF) F^T.
+        let jp = 0.97f32; // hardens snow, which must show in both
+        for m in presets() {
+            let h = elastic_deformation(&m);
+            let close = |got: DMat3, want: DMat3, what: &str| {
+                let scale = want
+                    .to_cols_array()
+                    .iter()
+                    .fold(0f64, |a, x| a.max(x.abs()));
+                let err = (got - want)
+                    .to_cols_array()
+                    .iter()
+                    .fold(0f64, |a, x| a.max(x.abs()));
+                assert!(
+                    err <= 2e-5 * scale,
+                    "{} {what}: update {got} vs energy {want}",
+                    m.name()
+                );
+            };
+
+            let (kind, elastic, row) = m.rows(3);
+            let (h3, tau3, jp3) =
+                dim3::constitutive(kind, h, Mat3::ZERO, Mat3::ZERO, jp, elastic, row);
+            assert_eq!(jp3, jp, "{}: no plastic flow expected", m.name());
+            let want = stress_of_energy(&m, h3.as_dmat3(), jp.into());
+            close(tau3.as_dmat3(), want, "3D");
+
+            // 2D: the energy of the gradient padded with F_zz = 1.
+            let h2 = Mat2::from_cols(h.x_axis.truncate(), h.y_axis.truncate());
+            let (kind, elastic, row) = m.rows(2);
+            let (h2_new, tau2, _) =
+                dim2::constitutive(kind, h2, Mat2::ZERO, Mat2::ZERO, jp, elastic, row);
+            let padded = DMat3::from_cols(
+                h2_new.x_axis.as_dvec2().extend(0.0),
+                h2_new.y_axis.as_dvec2().extend(0.0),
+                DVec3::ZERO,
+            );
+            let want = stress_of_energy(&m, padded, jp.into());
+            let tau2 = DMat3::from_cols(
+                tau2.x_axis.as_dvec2().extend(0.0),
+                tau2.y_axis.as_dvec2().extend(0.0),
+                DVec3::new(0.0, 0.0, want.z_axis.z),
+            );
+            close(tau2, want, "2D");
+        }
+    }
+
+    #[test]
+    fn presets_are_valid_and_distinct() {
+        let presets = presets();
+        assert_eq!(presets.len(), Material::models().len());
+        let mut kinds: Vec<i32> = presets.iter().map(|m| m.rows(3).0).collect();
+        kinds.push(USER_KIND);
+        kinds.sort_unstable();
+        kinds.dedup();
+        assert_eq!(kinds.len(), presets.len() + 1);
+        for m in &presets {
+            m.validate().expect("a valid preset");
+            assert_eq!(
+                Material::parameters(&m.name()).map(|p| p[0]),
+                Some("density")
+            );
+        }
+        assert_eq!(Material::water(), presets[0]);
+    }
+
+    #[test]
+    fn parameters_are_read_by_name_and_checked() {
+        let m = Material::from_parameters(
+            "sand",
+            &[
+                ("friction_angle", ParamValue::Number(35.0)),
+                ("density", ParamValue::Number(1500.0)),
+            ],
+        )
+        .expect("sand");
+        let Material::Sand {
+            friction_angle,
+            density,
+            youngs,
+            ..
+        } = m
+        else {
+            panic!("{m:?}")
+        };
+        assert_eq!((friction_angle, density, youngs), (35.0, 1500.0, 3.537e5));
+
+        let message = |model: &str, given: &[(&str, ParamValue)]| {
+            Material::from_parameters(model, given)
+                .and_then(|m| m.validate())
+                .expect_err("an error")
+                .to_string()
+        };
+        let e = message("lava", &[]);
+        assert!(
+            e.contains("unknown material model `lava`") && e.contains("neo-hookean"),
+            "{e}"
+        );
+        let e = message("water", &[("youngs", ParamValue::Number(1.0))]);
+        assert!(
+            e.contains("takes no `youngs`") && e.contains("free_surface"),
+            "{e}"
+        );
+        let e = message("water", &[("free_surface", ParamValue::Number(1.0))]);
+        assert!(e.contains("`free_surface` is true or false"), "{e}");
+        let e = message("snow", &[("theta_c", ParamValue::Number(1.0))]);
+        assert!(e.contains("theta_c = 1 is out of range (0 < x < 1)"), "{e}");
+        let e = message("neo-hookean", &[("poisson", ParamValue::Number(0.5))]);
+        assert!(
+            e.contains("poisson = 0.5 is out of range (-1 < x < 0.5)"),
+            "{e}"
+        );
+        let e = message("sand", &[("friction_angle", ParamValue::Number(90.0))]);
+        assert!(e.contains("friction_angle = 90"), "{e}");
+        let e = message("water", &[("viscosity", ParamValue::Number(f64::NAN))]);
+        assert!(
+            e.contains("viscosity = NaN is out of range (finite and >= 0)"),
+            "{e}"
+        );
     }
 }

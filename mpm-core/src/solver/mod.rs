@@ -21,7 +21,7 @@ use glam::Vec4;
 
 pub use boundary::{Collider, Condition, Shape, Walls};
 pub use energy::Energy;
-pub use material::{Material, MaterialId, MaterialTable};
+pub use material::{Material, MaterialId, MaterialTable, ParamValue, Range};
 pub use particles::{HostParticles, Particles};
 pub use seeding::{Region, Sampling};
 pub use space::{Space, D2, D3};

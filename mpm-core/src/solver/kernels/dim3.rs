@@ -3,7 +3,7 @@
 use glam::Vec4;
 
 use super::bspline_weights;
-use crate::dim::d3::{IVec, Mat, Vec, D, DIM, INV_DIM};
+use crate::dim::d3::{IVec, Mat, Vec, D, DIM};
 use crate::func;
 use crate::materials::dim3 as materials;
 

@@ -1,17 +1,15 @@
 //! The MLS-MPM substep and stress kernels (Hu et al. 2018, "A Moving Least Squares Material
 //! Point Method with Displacement Discontinuity and Two-Way Rigid Body Coupling"), written
 //! once for both dimensions: compiled as `kernels::dim2` and `kernels::dim3`, whose modules
-//! supply `Vec`, `Mat`, `IVec`, `DIM`, `D`, `INV_DIM`, the stencil helpers and the materials.
+//! supply `Vec`, `Mat`, `IVec`, `DIM`, `D`, the stencil helpers and the materials.
 
 use glam::Vec4;
 
 use super::{
-    materials, offset, row, stencil, to_vec, IVec, Mat, Vec, CUBIC_DEPTH, D, DIM, INV_DIM,
-    QUADRATIC_DEPTH,
+    materials, offset, row, stencil, to_vec, IVec, Mat, Vec, CUBIC_DEPTH, D, DIM, QUADRATIC_DEPTH,
 };
 use crate::solver::kernels::{
-    non_finite, speed_bucket, COLLIDER_ROWS, FIXED_COROTATED, NEO_HOOKEAN, NON_FINITE, PLANE, SAND,
-    SLIP, SNOW, SPHERE, STICKY, TOO_FAST, WATER,
+    non_finite, speed_bucket, COLLIDER_ROWS, NON_FINITE, PLANE, SLIP, SPHERE, STICKY, TOO_FAST,
 };
 use crate::{func, kernel, Field};
 
@@ -134,71 +132,6 @@ pub fn keep_out(
         }
     }
     (xo, vo)
-}
-
-/// `det(I + h) - 1`, the volume change of a displacement gradient `h = F - I`, from
-/// `h`'s invariants: `tr h + det h` in 2D, plus the sum of the principal 2x2 minors,
-/// `(tr(h)^2 - tr(h h)) / 2`, in 3D. Forming `det(F) - 1` instead would round changes
-/// below f32's 6e-8 at 1 away.
-#[func]
-pub fn volume_change(h: Mat) -> f32 {
-    let t = trace(h);
-    let is_3d = DIM as f32 - 2.0;
-    t + is_3d * 0.5 * (t * t - trace(h * h)) + determinant(h)
-}
-
-/// `J^(1/d) - 1` for `J = 1 + dj`, without cancellation: `(r - 1)(1 + r [+ r^2]) = dj`.
-#[func]
-pub fn root_change(dj: f32) -> f32 {
-    let r = pow(max(1.0 + dj, 0.0), INV_DIM);
-    let is_3d = DIM as f32 - 2.0;
-    dj / (1.0 + r + is_3d * r * r)
-}
-
-/// One particle's constitutive update: plasticity projects the trial displacement
-/// gradient `h = F - I`, then the Kirchhoff stress follows. Returns `(h, tau, Jp)`.
-/// `elastic` is `(mu, lambda, -, -)`, `params` the material's own (see `Material`).
-/// User materials keep `tau`, which their hook writes.
-#[func]
-pub fn constitutive(
-    kind: i32,
-    h: Mat,
-    c: Mat,
-    tau: Mat,
-    jp: f32,
-    elastic: Vec4,
-    params: Vec4,
-) -> (Mat, Mat, f32) {
-    let mu = elastic.x;
-    let lambda = elastic.y;
-    let mut h_new = h;
-    let mut tau_new = tau;
-    let mut jp_new = jp;
-    if kind == WATER {
-        // Water keeps only its volume: shear in F would never relax. With a free
-        // surface (params.w) it holds no tension: J never exceeds 1.
-        let mut dj = volume_change(h);
-        if params.w > 0.0 {
-            dj = min(dj, 0.0);
-        }
-        h_new = Mat::from_diagonal(Vec::splat(root_change(dj)));
-        tau_new = materials::water_stress(1.0 + dj, c, params.x, params.y, params.z);
-    } else if kind == NEO_HOOKEAN {
-        tau_new = materials::neo_hookean(Mat::IDENTITY + h, mu, lambda);
-    } else if kind == FIXED_COROTATED {
-        tau_new = materials::fixed_corotated(Mat::IDENTITY + h, mu, lambda);
-    } else if kind == SNOW {
-        let (hp, jp_p) = materials::snow_plasticity(h, jp, params.x, params.y);
-        h_new = hp;
-        jp_new = jp_p;
-        let hardening = materials::snow_hardening(jp_p, params.z);
-        tau_new =
-            materials::fixed_corotated(Mat::IDENTITY + hp, mu * hardening, lambda * hardening);
-    } else if kind == SAND {
-        h_new = materials::sand_plasticity(h, mu, lambda, params.x, params.y);
-        tau_new = materials::hencky_stress(Mat::IDENTITY + h_new, mu, lambda);
-    }
-    (h_new, tau_new, jp_new)
 }
 
 /// The substep kernel of one spline: `support` nodes per axis, stencil loops `depth` deep
@@ -357,7 +290,7 @@ macro_rules! substep {
                     // strain increments below f32's resolution at 1 are kept.
                     let dt_c = dt * new_c;
                     let trial = grad_u[p] + dt_c + dt_c * grad_u[p];
-                    let (h_new, tau_new, jp_new) = constitutive(
+                    let (h_new, tau_new, jp_new) = materials::constitutive(
                         kinds[id],
                         trial,
                         new_c,
@@ -437,7 +370,7 @@ pub fn init_stress(
     for p in start..end {
         let id = material[p];
         if id >= 0 {
-            let (h_new, tau_new, jp_new) = constitutive(
+            let (h_new, tau_new, jp_new) = materials::constitutive(
                 kinds[id],
                 grad_u[p],
                 c[p],
