@@ -30,9 +30,9 @@ struct Cli {
 const PHASES: [&str; 4] = ["clear", "p2g", "grid", "g2p"];
 
 /// Runs one substep phase by phase, returning each phase's time.
-fn timed_substep(blob: &mut Blob) -> mpm::Result<[Duration; 4]> {
+fn timed_substep(blob: &mut Blob) -> mpm::core::Result<[Duration; 4]> {
     let mut times = [Duration::ZERO; 4];
-    let phases: [fn(&mut Blob) -> mpm::Result<()>; 4] =
+    let phases: [fn(&mut Blob) -> mpm::core::Result<()>; 4] =
         [Blob::clear, Blob::p2g, Blob::grid_update, Blob::g2p];
     for (time, phase) in times.iter_mut().zip(phases) {
         let start = Instant::now();
@@ -57,7 +57,7 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
     let mut blobs = GridKind::ALL
         .iter()
         .map(|&kind| Blob::new(&be, cli.n_grid, cli.fill, kind))
-        .collect::<mpm::Result<Vec<_>>>()?;
+        .collect::<mpm::core::Result<Vec<_>>>()?;
     // Warm up: pipelines, pages, pool growth.
     for blob in &mut blobs {
         blob.substep()?;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use mpm_core::{BackendRef, Error, Result};
+use mpm_core::BackendRef;
 use mpm_cpu::CpuBackend;
 use mpm_vulkan::{VulkanBackend, VulkanOptions};
 
@@ -16,13 +16,13 @@ pub enum Choice {
 }
 
 impl std::str::FromStr for Choice {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
         match s.to_ascii_lowercase().as_str() {
             "auto" | "" => Ok(Choice::Auto),
             "cpu" => Ok(Choice::Cpu),
             "vulkan" | "gpu" => Ok(Choice::Vulkan),
-            other => Err(Error::InvalidParameter(format!(
+            other => Err(crate::Error::Usage(format!(
                 "unknown backend `{other}`: use cpu, vulkan or auto"
             ))),
         }
@@ -35,12 +35,12 @@ pub fn cpu() -> BackendRef {
 }
 
 /// The Vulkan backend (device and switches from `MPM_VK_*` variables).
-pub fn vulkan() -> Result<BackendRef> {
+pub fn vulkan() -> mpm_core::Result<BackendRef> {
     Ok(Arc::new(VulkanBackend::new(VulkanOptions::from_env())?))
 }
 
 /// The backend `MPM_BACKEND` asks for (cpu, vulkan or auto; auto when unset).
-pub fn auto() -> Result<BackendRef> {
+pub fn auto() -> crate::Result<BackendRef> {
     let choice = match std::env::var("MPM_BACKEND") {
         Ok(v) => v.parse()?,
         Err(_) => Choice::Auto,
@@ -49,11 +49,11 @@ pub fn auto() -> Result<BackendRef> {
 }
 
 /// The backend for an explicit choice; `Auto` logs one line saying which and why.
-pub fn select(choice: Choice) -> Result<BackendRef> {
+pub fn select(choice: Choice) -> crate::Result<BackendRef> {
     match choice {
         Choice::Cpu => Ok(cpu()),
         // The error says what is missing (no device, no such device, ...).
-        Choice::Vulkan => vulkan(),
+        Choice::Vulkan => Ok(vulkan()?),
         Choice::Auto => match vulkan() {
             Ok(b) => {
                 eprintln!(

@@ -58,16 +58,14 @@ pub fn run_scene_file(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let scene = crate::scene_file::Scene::parse(name, text)?;
     run_scene(args, |b| {
-        let wrap =
-            |e: crate::scene_file::SceneError| mpm_core::Error::InvalidParameter(e.to_string());
         let frame_time = scene.simulation.frame_time;
         Ok(match scene.dimension() {
             2 => Box::new(SolverDemo::with_frame_time(
-                scene.build_seeded::<D2, 2>(b, args.seed).map_err(wrap)?,
+                scene.build_seeded::<D2, 2>(b, args.seed)?,
                 frame_time,
             )),
             _ => Box::new(SolverDemo::with_frame_time(
-                scene.build_seeded::<D3, 3>(b, args.seed).map_err(wrap)?,
+                scene.build_seeded::<D3, 3>(b, args.seed)?,
                 frame_time,
             )),
         })
@@ -78,7 +76,7 @@ pub fn run_scene_file(
 /// per frame.
 pub fn run_scene(
     args: &RunArgs,
-    make: impl FnOnce(&BackendRef) -> mpm_core::Result<Box<dyn Demo>>,
+    make: impl FnOnce(&BackendRef) -> crate::Result<Box<dyn Demo>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let backend = backend::select(args.backend)?;
     let mut sim = make(&backend)?;

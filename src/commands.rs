@@ -590,7 +590,7 @@ pub struct BenchRow {
 }
 
 /// Times `steps` substeps after a frame of warm-up (pipeline compilation, page faults).
-pub fn measure(sim: &mut dyn demos::Demo, steps: usize) -> mpm_core::Result<f64> {
+pub fn measure(sim: &mut dyn demos::Demo, steps: usize) -> crate::Result<f64> {
     for _ in 0..sim.substeps_per_frame().clamp(1, 50) {
         sim.substep()?;
     }

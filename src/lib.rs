@@ -5,9 +5,9 @@
 //! the benchmark scenes, PNG rendering and the command-line front of the examples. The `mpm`
 //! program's subcommands and live window need the default feature `program`.
 
+pub use error::{Error, Result};
 pub use mpm_core::{
-    self as core, func, glam, kernel, Backend, BackendKind, BackendRef, Error, Field, Layout,
-    Memory, Result, Tree,
+    self as core, func, glam, kernel, Backend, BackendKind, BackendRef, Field, Layout, Memory, Tree,
 };
 pub use mpm_cpu::CpuBackend;
 pub use mpm_vulkan::{VulkanBackend, VulkanOptions};
@@ -18,6 +18,7 @@ pub mod cli;
 #[cfg(feature = "program")]
 pub mod commands;
 pub mod demos;
+pub mod error;
 pub mod mesh;
 pub mod output;
 pub mod render;

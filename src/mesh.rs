@@ -64,13 +64,6 @@ pub enum MeshError {
     InvalidParameter(String),
 }
 
-/// Lets scene code use `?` on mesh errors in functions returning the engine's `Result`.
-impl From<MeshError> for mpm_core::Error {
-    fn from(e: MeshError) -> Self {
-        mpm_core::Error::InvalidParameter(e.to_string())
-    }
-}
-
 /// How the edges of a mesh are shared. Watertight: each edge is used by exactly two
 /// triangles, once in each direction (so the two agree on which side is outside).
 #[derive(Clone, Debug, PartialEq)]

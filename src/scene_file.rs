@@ -13,7 +13,7 @@ use toml::Spanned;
 
 use mpm_core::solver::{
     Collider, Condition, Emitter, GridLayout, Material, MaterialId, ParamValue, Region, Sampling,
-    Settings, Shape, Solver, Space, Spline, TimeStep, Walls, MARGIN,
+    Settings, Shape, Solver, SolverError, Space, Spline, TimeStep, Walls, MARGIN,
 };
 use mpm_core::BackendRef;
 
@@ -35,7 +35,7 @@ pub enum SceneError {
     Build {
         file: String,
         #[source]
-        source: mpm_core::Error,
+        source: mpm_core::solver::SolverError,
     },
 }
 
@@ -709,7 +709,7 @@ impl Scene {
             .unwrap_or(1.0 / self.simulation.resolution[0] as f32)
     }
 
-    fn settings_for_check(&self) -> mpm_core::Result<()> {
+    fn settings_for_check(&self) -> mpm_core::solver::Result<()> {
         match self.dimension() {
             2 => self.settings::<2>().validate(),
             _ => self.settings::<3>().validate(),
@@ -1020,7 +1020,7 @@ impl MaterialSpec {
             given.push((key.as_str(), value));
         }
         Material::from_parameters(&self.model, &given).map_err(|e| match e {
-            mpm_core::Error::InvalidParameter(message) => fail(message),
+            SolverError::InvalidParameter(message) => fail(message),
             other => fail(other.to_string()),
         })
     }

@@ -12,8 +12,9 @@ mod common;
 
 use common::*;
 use mpm::core::rng;
+use mpm::core::Result;
 use mpm::glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
-use mpm::{func, kernel, BackendRef, Field, Result};
+use mpm::{func, kernel, BackendRef, Field};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -3692,7 +3693,7 @@ fn out_of_bounds_is_an_error_on_both() {
                 Ok(()) => {
                     prop_assert!(!expect_err, "{name}: shift {shift} should be out of bounds")
                 }
-                Err(mpm::Error::OutOfBounds { field, .. }) => {
+                Err(mpm::core::Error::OutOfBounds { field, .. }) => {
                     prop_assert!(expect_err, "{name}: shift 0 reported out of bounds");
                     prop_assert_eq!(field, "dst", "{}: wrong field named", name);
                 }

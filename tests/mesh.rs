@@ -1016,7 +1016,7 @@ fn particles_go_into_a_solver() {
         .expect("add");
     let (x, _) = solver.positions().expect("positions");
     assert_eq!(x.len(), points.len());
-    // The engine's error type takes mesh errors through `?`.
+    // The program's error type takes mesh errors through `?`.
     let engine: mpm::Error = MeshError::InvalidParameter("x".into()).into();
     assert!(engine.to_string().contains('x'));
 }

@@ -4,11 +4,12 @@
 mod common;
 
 use mpm::core::glam::{Mat2, Vec2};
+use mpm::core::solver::SolverError;
 use mpm::core::solver::{
     Collider, Condition, Emitter, GridLayout, Material, Region, Sampling, Settings, Shape, Solver2,
     Solver3, Spline, TimeStep, Walls,
 };
-use mpm::{backend, BackendRef, Error};
+use mpm::{backend, BackendRef};
 
 fn jelly() -> Material {
     Material::NeoHookean {
@@ -403,7 +404,7 @@ fn divergence_is_reported_with_step_particle_and_material() {
         }
     }
     match outcome {
-        Err(Error::Diverged {
+        Err(SolverError::Diverged {
             step,
             particle,
             material,
@@ -513,7 +514,7 @@ fn sparse_and_dense_grids_agree() {
 #[test]
 fn bad_settings_and_inputs_are_named() {
     let b = backend::cpu();
-    let msg = |r: mpm::Result<Solver2>| match r {
+    let msg = |r: mpm::core::solver::Result<Solver2>| match r {
         Err(e) => e.to_string(),
         Ok(_) => panic!("expected an error"),
     };

@@ -103,7 +103,7 @@ fn scene() -> impl Strategy<Value = Scene> {
 fn run<S: Space<D>, const D: usize>(
     b: &BackendRef,
     scene: &Scene,
-) -> mpm::Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+) -> mpm::core::solver::Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let mut settings = Settings::<D>::new(32, 1e-4);
     settings.grid = scene.layout;
     settings.spline = scene.spline;
@@ -113,7 +113,7 @@ fn run<S: Space<D>, const D: usize>(
     let ids: Vec<_> = materials()
         .into_iter()
         .map(|m| s.add_material(m))
-        .collect::<mpm::Result<_>>()?;
+        .collect::<mpm::core::solver::Result<_>>()?;
     let dx = 1.0 / 32.0;
     for (material, corner, velocity) in &scene.blocks {
         let min: [f32; D] = std::array::from_fn(|a| corner[a] as f32 * dx);

@@ -12,8 +12,9 @@
 use std::collections::{HashMap, HashSet};
 
 use mpm::core::layout::{Layout, LevelKind};
+use mpm::core::Error;
 use mpm::glam::{IVec2, IVec3};
-use mpm::{backend, kernel, BackendRef, Error, Field, Tree};
+use mpm::{backend, kernel, BackendRef, Field, Tree};
 use proptest::prelude::*;
 
 mod backends;

@@ -45,17 +45,6 @@ pub enum Error {
     DeviceLost(String),
     #[error("shader compilation failed for kernel `{kernel}`: {message}")]
     ShaderCompile { kernel: String, message: String },
-    #[error("invalid parameter: {0}")]
-    InvalidParameter(String),
-    #[error(
-        "the simulation diverged at substep {step}: particle {particle} ({material}) {reason}"
-    )]
-    Diverged {
-        step: u64,
-        particle: u32,
-        material: String,
-        reason: String,
-    },
     #[error("{backend} backend: {message}")]
     Backend {
         backend: &'static str,

@@ -30,7 +30,9 @@ use mpm_core::glam::{Mat2, Vec2};
 use mpm_core::materials::dim2;
 use mpm_core::materials::lame;
 use mpm_core::solver::{Material, MaterialId, Particles, Region, Sampling, Settings, Solver2};
-use mpm_core::{func, kernel, BackendRef, Field, Result};
+use mpm_core::{func, kernel, BackendRef, Field};
+
+use crate::Result;
 
 use crate::demos::{Demo, SolverDemo};
 
@@ -135,7 +137,7 @@ impl CustomKernel {
     pub fn kinetic_energy(&mut self) -> Result<Vec<f32>> {
         let p = &self.inner.solver.particles;
         kinetic_energy(&p.v, &p.mass, &p.material, &mut self.energy, p.count())?;
-        self.energy.download()
+        Ok(self.energy.download()?)
     }
 }
 
@@ -175,7 +177,8 @@ pub fn new(backend: &BackendRef, n_grid: u32, seed: u32) -> Result<CustomKernel>
             mu,
             lambda,
             YIELD_STRESS,
-        )
+        )?;
+        Ok(())
     })?;
 
     // A ball of each material, thrown down onto the floor side by side.

@@ -8,9 +8,9 @@ pub mod custom_kernel;
 pub mod jfluid;
 pub mod mpm99;
 
+use crate::Result;
 use mpm_core::glam::Vec2;
 use mpm_core::solver::{Solver, Space};
-use mpm_core::Result;
 
 /// What the example runner and `mpm bench` need of a simulation.
 pub trait Demo {
@@ -29,7 +29,7 @@ impl Demo for mpm99::Mpm99 {
         self.x.len()
     }
     fn substep(&mut self) -> Result<()> {
-        mpm99::Mpm99::substep(self)
+        Ok(mpm99::Mpm99::substep(self)?)
     }
     fn substeps_per_frame(&self) -> usize {
         mpm99::Mpm99::substeps_per_frame(self)
@@ -54,7 +54,7 @@ impl Demo for jfluid::Mpm88 {
         self.x.len()
     }
     fn substep(&mut self) -> Result<()> {
-        jfluid::Mpm88::substep(self)
+        Ok(jfluid::Mpm88::substep(self)?)
     }
     fn substeps_per_frame(&self) -> usize {
         50
@@ -75,7 +75,7 @@ impl Demo for jfluid::Mpm3d {
         self.x.len()
     }
     fn substep(&mut self) -> Result<()> {
-        jfluid::Mpm3d::substep(self)
+        Ok(jfluid::Mpm3d::substep(self)?)
     }
     fn substeps_per_frame(&self) -> usize {
         25
@@ -114,7 +114,8 @@ impl<S: Space<D>, const D: usize> Demo for SolverDemo<Solver<S, D>> {
         self.solver.particles.count() as usize
     }
     fn substep(&mut self) -> Result<()> {
-        self.solver.substep().map(|_| ())
+        self.solver.substep()?;
+        Ok(())
     }
     fn substeps_per_frame(&self) -> usize {
         self.substeps_per_frame

@@ -261,8 +261,8 @@ pub fn same<T: Elem + Debug>(
     compare(what, cpu, gpu, tol, &|_| String::new())
 }
 
-/// Turns an engine error into a test failure that names the backend.
-pub fn ok<T>(backend: &str, r: mpm::Result<T>) -> Result<T, TestCaseError> {
+/// Turns an engine or solver error into a test failure that names the backend.
+pub fn ok<T, E: std::fmt::Display>(backend: &str, r: Result<T, E>) -> Result<T, TestCaseError> {
     r.map_err(|e| TestCaseError::fail(format!("{backend}: {e}")))
 }
 
@@ -271,7 +271,7 @@ pub fn ok<T>(backend: &str, r: mpm::Result<T>) -> Result<T, TestCaseError> {
 pub fn agree<R>(
     b: &Backends,
     atomics: bool,
-    run: impl Fn(&BackendRef) -> mpm::Result<R>,
+    run: impl Fn(&BackendRef) -> mpm::core::Result<R>,
     check: impl Fn(&R, &R) -> Result<(), TestCaseError>,
 ) -> Result<(), TestCaseError> {
     let cpu = ok("cpu", run(&b.cpu))?;

@@ -2,8 +2,8 @@
 
 use glam::Vec4;
 
+use super::error::{Result, SolverError};
 use super::kernels;
-use crate::{Error, Result};
 
 /// What a wall or collider does to the grid velocity at nodes inside it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -25,7 +25,7 @@ impl Condition {
             Condition::Separate { friction } => (kernels::SEPARATE, friction),
         };
         if !(friction.is_finite() && friction >= 0.0) {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "friction coefficient {friction} must be finite and >= 0"
             )));
         }
@@ -131,7 +131,7 @@ impl Collider {
         self.condition.code()?;
         let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
         let bad = |what: &str| {
-            Err(Error::InvalidParameter(format!(
+            Err(SolverError::InvalidParameter(format!(
                 "collider {what}: {self:?}"
             )))
         };

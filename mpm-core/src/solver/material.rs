@@ -9,8 +9,9 @@ use std::fmt;
 use glam::{DMat3, Vec4};
 
 use super::energy;
+use super::error::{Result, SolverError};
 use crate::materials::{dim2, dim3, lame, material_table, USER_KIND};
-use crate::{BackendRef, Error, Field, Result};
+use crate::{BackendRef, Field};
 
 /// The values a material parameter may take: an interval, finite either way.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -91,8 +92,9 @@ trait Param: Sized + Copy {
 
 /// A parameter of `model` from a scene file's value.
 fn parameter<T: Param>(model: &str, key: &str, value: ParamValue) -> Result<T> {
-    T::from_value(value)
-        .ok_or_else(|| Error::InvalidParameter(format!("model {model}: `{key}` is {}", T::WHAT)))
+    T::from_value(value).ok_or_else(|| {
+        SolverError::InvalidParameter(format!("model {model}: `{key}` is {}", T::WHAT))
+    })
 }
 
 impl Param for f32 {
@@ -198,14 +200,14 @@ macro_rules! define_materials {
                             $param = parameter(model, key, value)?;
                             continue;
                         })*
-                        return Err(Error::InvalidParameter(format!(
+                        return Err(SolverError::InvalidParameter(format!(
                             "model {model} takes no `{key}` (it takes {:?})",
                             [$(stringify!($param)),*]
                         )));
                     }
                     return Ok(Material::$variant { $($param,)* });
                 })*
-                Err(Error::InvalidParameter(format!(
+                Err(SolverError::InvalidParameter(format!(
                     "unknown material model `{model}`; the models are {:?}",
                     Self::models()
                 )))
@@ -230,7 +232,7 @@ macro_rules! define_materials {
             /// Checks the parameters' ranges; the error names the material and the parameter.
             pub fn validate(&self) -> Result<()> {
                 let bad = |what: &str, value: String, range: String| {
-                    Err(Error::InvalidParameter(format!(
+                    Err(SolverError::InvalidParameter(format!(
                         "{} material: {what} = {value} is out of range ({range})",
                         self.name()
                     )))
@@ -383,7 +385,7 @@ impl MaterialTable {
     pub fn add(&mut self, material: Material) -> Result<MaterialId> {
         material.validate()?;
         if self.materials.len() == MAX_MATERIALS {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "a solver holds at most {MAX_MATERIALS} materials"
             )));
         }

@@ -9,6 +9,7 @@
 
 pub mod boundary;
 mod energy;
+mod error;
 pub mod kernels;
 pub mod material;
 pub mod particles;
@@ -21,12 +22,13 @@ use glam::Vec4;
 
 pub use boundary::{Collider, Condition, Shape, Walls};
 pub use energy::Energy;
+pub use error::{Result, SolverError};
 pub use material::{Material, MaterialId, MaterialTable, ParamValue, Range};
 pub use particles::{HostParticles, Particles};
 pub use seeding::{Region, Sampling};
 pub use space::{Space, D2, D3};
 
-use crate::{BackendRef, Elem, Error, Field, Layout, Result, Tree};
+use crate::{BackendRef, Elem, Field, Layout, Tree};
 
 /// The 2D solver.
 pub type Solver2 = Solver<D2, 2>;
@@ -125,7 +127,7 @@ impl<const D: usize> Settings<D> {
 
     /// Checks every range; the error names the setting.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::InvalidParameter(m));
+        let bad = |m: String| Err(SolverError::InvalidParameter(m));
         if self.res.iter().any(|&r| r < 8) {
             return bad(format!(
                 "grid resolution {:?}: at least 8 cells per axis",
@@ -213,7 +215,7 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                 reserve,
             } => {
                 if block == 0 || res.iter().any(|r| r % block != 0) {
-                    return Err(Error::InvalidParameter(format!(
+                    return Err(SolverError::InvalidParameter(format!(
                         "sparse grid blocks of {block} cells must divide the resolution {res:?}"
                     )));
                 }
@@ -371,7 +373,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     pub fn add_collider(&mut self, collider: Collider) -> Result<()> {
         collider.validate()?;
         if self.colliders.len() == MAX_COLLIDERS {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "a solver holds at most {MAX_COLLIDERS} colliders"
             )));
         }
@@ -387,7 +389,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     pub fn set_collider(&mut self, index: usize, collider: Collider) -> Result<()> {
         collider.validate()?;
         let Some(slot) = self.colliders.get_mut(index) else {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "no collider {index} (the solver has {})",
                 self.colliders.len()
             )));
@@ -399,7 +401,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// Removes collider `index`; later ones move down by one.
     pub fn remove_collider(&mut self, index: usize) -> Result<Collider> {
         if index >= self.colliders.len() {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "no collider {index} (the solver has {})",
                 self.colliders.len()
             )));
@@ -411,13 +413,13 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
 
     pub fn add_emitter(&mut self, emitter: Emitter<D>) -> Result<()> {
         if self.materials.get(emitter.material).is_none() {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "emitter uses unknown material {:?}",
                 emitter.material
             )));
         }
         if !(emitter.interval.is_finite() && emitter.interval > 0.0) {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "emitter interval {} must be finite and > 0",
                 emitter.interval
             )));
@@ -495,24 +497,24 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         material: MaterialId,
     ) -> Result<()> {
         let Some(m) = self.materials.get(material) else {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "unknown material {material:?}"
             )));
         };
         if velocities.len() != positions.len() {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "{} positions but {} velocities",
                 positions.len(),
                 velocities.len()
             )));
         }
         if !(volume.is_finite() && volume > 0.0) {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "particle volume {volume} must be finite and > 0"
             )));
         }
         if let Some(v) = velocities.iter().find(|v| !v.iter().all(|c| c.is_finite())) {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "particle velocity {v:?} is not finite"
             )));
         }
@@ -521,7 +523,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             .iter()
             .find(|p| !(0..D).all(|a| p[a] >= lo[a] && p[a] <= hi[a]))
         {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "particle at {p:?} lies outside the domain's interior {lo:?}..{hi:?}"
             )));
         }
@@ -693,7 +695,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                     self.settings.max_cells_per_step
                 )
             };
-            return Err(Error::Diverged {
+            return Err(SolverError::Diverged {
                 step: status[2].max(0) as u64,
                 particle,
                 material,
@@ -774,7 +776,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             || s.colliders.len() != self.colliders.len()
             || s.status.len() != kernels::STATUS_WORDS as usize
         {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "the snapshot has {} emitters and {} colliders, this solver {} and {}",
                 s.emitter_times.len(),
                 s.colliders.len(),
@@ -786,7 +788,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             let id = if m < 0 { -1 - m } else { m };
             self.materials.get(MaterialId(id)).is_none()
         }) {
-            return Err(Error::InvalidParameter(format!(
+            return Err(SolverError::InvalidParameter(format!(
                 "the snapshot holds particles of material {bad}, which this solver lacks"
             )));
         }
@@ -842,7 +844,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 }
             }
         }
-        tree.reserve(2 * touched.len() as u32)
+        Ok(tree.reserve(2 * touched.len() as u32)?)
     }
 
     fn emit(&mut self) -> Result<()> {
@@ -872,7 +874,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         for (i, c) in self.colliders.iter().enumerate() {
             rows[4 * i..4 * i + 4].copy_from_slice(&c.rows());
         }
-        self.collider_table.upload(&rows)
+        Ok(self.collider_table.upload(&rows)?)
     }
 
     fn read_speed_bound(&mut self) -> Result<()> {

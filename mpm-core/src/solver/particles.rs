@@ -1,6 +1,7 @@
 //! Particles as structure-of-arrays fields with a capacity and a count.
 
-use crate::{BackendRef, Elem, Field, Result};
+use super::error::Result;
+use crate::{BackendRef, Elem, Field};
 
 /// The particle fields. Entries `count..capacity` are unused; a negative `material` marks a
 /// dead particle (`-1 - id`) that the solver removes at its next check.
@@ -160,7 +161,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
     pub fn grow_to(&mut self, capacity: usize) -> Result<()> {
         if capacity > self.capacity() as usize {
             let capacity = u32::try_from(capacity).map_err(|_| {
-                crate::Error::InvalidParameter(format!(
+                super::SolverError::InvalidParameter(format!(
                     "{capacity} particles do not fit a u32 count"
                 ))
             })?;

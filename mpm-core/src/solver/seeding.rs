@@ -2,8 +2,8 @@
 //! cells, or by Poisson-disk sampling (Bridson 2007, "Fast Poisson disk sampling in
 //! arbitrary dimensions").
 
+use super::error::{Result, SolverError};
 use crate::rng::rand_f32;
-use crate::{Error, Result};
 
 /// A region to fill, in `D` dimensions.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,7 +44,7 @@ impl<const D: usize> Region<D> {
         if ok {
             Ok(())
         } else {
-            Err(Error::InvalidParameter(format!(
+            Err(SolverError::InvalidParameter(format!(
                 "seeding region {self:?} is empty or not finite"
             )))
         }
@@ -73,7 +73,7 @@ pub fn fill<const D: usize>(
 ) -> Result<Vec<[f32; D]>> {
     region.validate()?;
     if !(spacing.is_finite() && spacing > 0.0) {
-        return Err(Error::InvalidParameter(format!(
+        return Err(SolverError::InvalidParameter(format!(
             "particle spacing {spacing} must be finite and > 0"
         )));
     }
@@ -82,7 +82,7 @@ pub fn fill<const D: usize>(
         std::array::from_fn(|a| ((hi[a] - lo[a]) / spacing).ceil().max(1.0) as u64);
     let total: u64 = cells.iter().product();
     if total > 1 << 32 {
-        return Err(Error::InvalidParameter(format!(
+        return Err(SolverError::InvalidParameter(format!(
             "seeding {region:?} at spacing {spacing} needs {total} lattice cells (more than 2^32)"
         )));
     }

@@ -2,9 +2,10 @@
 
 use glam::{DMat3, IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
 
+use super::error::Result;
 use super::kernels::{dim2, dim3};
 use super::{Grid, MaterialTable, Particles, StepScalars};
-use crate::{Elem, Field, Result};
+use crate::{Elem, Field};
 
 /// A dimension: its vector and matrix types and its kernels.
 pub trait Space<const D: usize>: 'static {
@@ -44,7 +45,7 @@ pub struct D3;
 macro_rules! substep_call {
     ($kernel:path, $p:ident, $grid:ident, $t:ident, $colliders:ident, $status:ident, $speeds:ident, $s:ident, $V:ident, $IV:ident) => {{
         let count = $p.count();
-        $kernel(
+        Ok($kernel(
             &mut $p.x,
             &mut $p.v,
             &mut $p.c,
@@ -79,7 +80,7 @@ macro_rules! substep_call {
             $s.margin,
             $s.max_speed,
             $s.track_speed,
-        )
+        )?)
     }};
 }
 
@@ -133,7 +134,7 @@ macro_rules! space {
                 start: u32,
                 end: u32,
             ) -> Result<()> {
-                $kernels::init_stress(
+                Ok($kernels::init_stress(
                     &mut p.grad_u,
                     &p.c,
                     &mut p.tau,
@@ -144,7 +145,7 @@ macro_rules! space {
                     &t.params,
                     start,
                     end,
-                )
+                )?)
             }
         }
     };
