@@ -6,10 +6,16 @@
 //! * the GPU lowering is a *trace* function over `mpm_core::trace` handles that records the
 //!   kernel IR, so rustc types every value (CubeCL's approach).
 //!
-//! `parse` checks the language subset and collects the signature; `lower` emits both forms.
+//! `signature` reads the parameters, `check` applies the language's rules once and builds the
+//! checked form (`checked`), from which `emit_cpu` and `emit_trace` print the two lowerings;
+//! `items` wraps them into the items the attributes expand to.
 
 mod builtins;
-mod lower;
+mod check;
+mod checked;
+mod emit_cpu;
+mod emit_trace;
+mod items;
 mod signature;
 
 use proc_macro::TokenStream;
@@ -28,7 +34,7 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         return err.to_compile_error().into();
     }
     let func = syn::parse_macro_input!(item as syn::ItemFn);
-    lower::kernel(func).into()
+    items::kernel(func).into()
 }
 
 /// Makes a function callable from kernels and other funcs, on both backends.
@@ -39,5 +45,5 @@ pub fn func(attr: TokenStream, item: TokenStream) -> TokenStream {
         return err.to_compile_error().into();
     }
     let func = syn::parse_macro_input!(item as syn::ItemFn);
-    lower::func(func).into()
+    items::func(func).into()
 }

@@ -1,0 +1,955 @@
+//! The checker: a kernel or func body in Rust syntax to its checked form, applying every rule
+//! of the kernel language in one pass. Errors are collected per statement, so one compile
+//! reports each statement's first problem.
+
+use std::collections::HashSet;
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, ToTokens};
+use syn::spanned::Spanned;
+use syn::{BinOp, Error, ExprLit, Ident, Lit, Local, Pat, Result, UnOp};
+
+use crate::builtins;
+use crate::checked::{
+    Binding, Body, Domain, Else, ElseValue, End, Expr, If, ParLoop, Place, Stmt, Store, Top,
+};
+use crate::signature::Param;
+
+fn err<T>(node: impl ToTokens, msg: impl std::fmt::Display) -> Result<T> {
+    Err(Error::new_spanned(node, msg))
+}
+
+/// Checking state for one body.
+pub struct Checker {
+    fields: HashSet<String>,
+    in_func: bool,
+    in_par_loop: bool,
+    /// Sequential loops entered inside the current parallel loop or func.
+    loop_depth: usize,
+    errors: Vec<Error>,
+}
+
+impl Checker {
+    fn new(fields: HashSet<String>, in_func: bool) -> Self {
+        Checker {
+            fields,
+            in_func,
+            in_par_loop: false,
+            loop_depth: 0,
+            errors: Vec::new(),
+        }
+    }
+
+    /// All errors found, as one.
+    fn finish<T>(self, value: T) -> Result<T> {
+        let mut errors = self.errors.into_iter();
+        match errors.next() {
+            None => Ok(value),
+            Some(mut first) => {
+                errors.for_each(|e| first.combine(e));
+                Err(first)
+            }
+        }
+    }
+
+    fn is_field(&self, e: &syn::Expr) -> Option<Ident> {
+        if let syn::Expr::Path(p) = e {
+            if let Some(id) = p.path.get_ident() {
+                if self.fields.contains(&id.to_string()) {
+                    return Some(id.clone());
+                }
+            }
+        }
+        None
+    }
+
+    // ----------------------------------------------------------------------------------- blocks
+
+    /// Checks statements; with `value`, a trailing expression is the block's value. A bad
+    /// statement is recorded and skipped.
+    fn body(&mut self, stmts: &[syn::Stmt], value: bool) -> Body {
+        let mut body = Body {
+            stmts: Vec::new(),
+            value: None,
+        };
+        for (k, s) in stmts.iter().enumerate() {
+            let last = k + 1 == stmts.len();
+            let checked = match s {
+                syn::Stmt::Expr(e, None) if last && value => self.expr(e).map(|v| {
+                    body.value = Some(Box::new(v));
+                }),
+                _ => self.stmt(s).map(|s| body.stmts.push(s)),
+            };
+            if let Err(e) = checked {
+                self.errors.push(e);
+            }
+        }
+        body
+    }
+
+    fn block(&mut self, b: &syn::Block, value: bool) -> Body {
+        self.body(&b.stmts, value)
+    }
+
+    fn stmt(&mut self, s: &syn::Stmt) -> Result<Stmt> {
+        match s {
+            syn::Stmt::Local(l) => self.local(l),
+            syn::Stmt::Expr(e, _) => self.stmt_expr(e),
+            syn::Stmt::Item(item) => err(
+                item,
+                "items cannot be declared inside kernels or funcs; move this item outside",
+            ),
+            syn::Stmt::Macro(m) => err(m, "macros are not part of the kernel language"),
+        }
+    }
+
+    fn local(&mut self, l: &Local) -> Result<Stmt> {
+        let Some(init) = &l.init else {
+            return err(l, "`let` needs an initial value, e.g. `let mut x = 0.0;`");
+        };
+        if let Some((_, d)) = &init.diverge {
+            return err(d, "`let ... else` is not part of the kernel language");
+        }
+        let value = self.expr(&init.expr)?;
+        let (pat, ty) = match &l.pat {
+            Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+            p => (p, None),
+        };
+        let binding = match pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                let name = &pi.ident;
+                if self.fields.contains(&name.to_string()) {
+                    return err(
+                        name,
+                        format!("`{name}` is a field parameter; give this local another name"),
+                    );
+                }
+                Binding::Name {
+                    name: name.clone(),
+                    mutability: pi.mutability,
+                    ty: ty.cloned(),
+                }
+            }
+            Pat::Wild(_) => Binding::Wild,
+            Pat::Tuple(tp) if ty.is_none() && (tp.elems.len() == 2 || tp.elems.len() == 3) => {
+                let mut names = Vec::new();
+                for p in &tp.elems {
+                    match p {
+                        Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                            names.push((pi.mutability, pi.ident.clone()));
+                        }
+                        other => {
+                            return err(
+                                other,
+                                "tuple patterns hold plain names: `let (u, s, v) = svd(m);`",
+                            )
+                        }
+                    }
+                }
+                Binding::Tuple(names)
+            }
+            other => return err(other, "`let` binds a name (`let x = ..`, `let x: f32 = ..`) or a tuple of names (`let (a, b) = ..`)"),
+        };
+        Ok(Stmt::Let { binding, value })
+    }
+
+    fn stmt_expr(&mut self, e: &syn::Expr) -> Result<Stmt> {
+        match e {
+            syn::Expr::Assign(a) => self.assign(&a.left, None, &a.right),
+            syn::Expr::Binary(b) if compound_op(&b.op).is_some() => {
+                self.assign(&b.left, Some(&b.op), &b.right)
+            }
+            syn::Expr::If(i) => Ok(Stmt::If(self.if_stmt(i)?)),
+            syn::Expr::ForLoop(f) => self.for_loop(f),
+            syn::Expr::While(w) => {
+                if let Some(l) = &w.label {
+                    return err(l, "loop labels are not part of the kernel language");
+                }
+                let cond = self.expr(&w.cond)?;
+                let body = self.loop_body(&w.body);
+                Ok(Stmt::While { cond, body })
+            }
+            syn::Expr::Loop(l) => {
+                if let Some(label) = &l.label {
+                    return err(label, "loop labels are not part of the kernel language");
+                }
+                let body = self.loop_body(&l.body);
+                Ok(Stmt::Loop { body })
+            }
+            syn::Expr::Break(b) => {
+                if b.label.is_some() || b.expr.is_some() {
+                    return err(b, "`break` takes no label or value in kernels");
+                }
+                if self.loop_depth == 0 && self.in_par_loop {
+                    return err(b, "`break` cannot leave a parallel loop; use `continue` to end this iteration");
+                }
+                if self.loop_depth == 0 {
+                    return err(b, "`break` is only allowed inside a loop");
+                }
+                Ok(Stmt::Break)
+            }
+            syn::Expr::Continue(c) => {
+                if c.label.is_some() {
+                    return err(c, "loop labels are not part of the kernel language");
+                }
+                if self.loop_depth == 0 && !self.in_par_loop {
+                    return err(c, "`continue` is only allowed inside a loop");
+                }
+                Ok(Stmt::Continue {
+                    ends_invocation: self.loop_depth == 0 && self.in_par_loop,
+                })
+            }
+            syn::Expr::Return(r) => {
+                if !self.in_func {
+                    return err(r, "kernels cannot `return`; use `continue` to end this iteration of a parallel loop");
+                }
+                let Some(v) = &r.expr else {
+                    return err(r, "a func returns a value: `return x;`");
+                };
+                Ok(Stmt::Return(self.expr(v)?))
+            }
+            syn::Expr::Block(b) => {
+                if let Some(l) = &b.label {
+                    return err(l, "block labels are not part of the kernel language");
+                }
+                Ok(Stmt::Block(self.block(&b.block, false)))
+            }
+            other => Ok(Stmt::Discard(self.expr(other)?)),
+        }
+    }
+
+    fn loop_body(&mut self, b: &syn::Block) -> Body {
+        self.loop_depth += 1;
+        let body = self.block(b, false);
+        self.loop_depth -= 1;
+        body
+    }
+
+    fn if_stmt(&mut self, i: &syn::ExprIf) -> Result<If> {
+        let cond = self.expr(&i.cond)?;
+        let then = self.block(&i.then_branch, false);
+        let otherwise = match &i.else_branch {
+            None => None,
+            Some((_, e)) => Some(match &**e {
+                syn::Expr::If(nested) => Else::If(Box::new(self.if_stmt(nested)?)),
+                syn::Expr::Block(b) => Else::Block(self.block(&b.block, false)),
+                other => return err(other, "expected a block after `else`"),
+            }),
+        };
+        Ok(If {
+            cond,
+            then,
+            otherwise,
+        })
+    }
+
+    fn for_loop(&mut self, f: &syn::ExprForLoop) -> Result<Stmt> {
+        if let Some(l) = &f.label {
+            return err(l, "loop labels are not part of the kernel language");
+        }
+        let var = loop_var(&f.pat)?;
+        let syn::Expr::Range(r) = &*f.expr else {
+            return err(
+                &f.expr,
+                "inner `for` loops run over a range `a..b` or `a..=b`",
+            );
+        };
+        let (Some(start), Some(end)) = (&r.start, &r.end) else {
+            return err(r, "the range of a `for` loop needs both ends: `a..b`");
+        };
+        let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
+        let start = self.expr(start)?;
+        let end = match (inclusive, int_literal(end)) {
+            (false, _) => End::Exclusive(self.expr(end)?),
+            (true, Some(n)) => End::InclusiveLiteral(self.expr(end)?, n),
+            (true, None) => End::Inclusive(self.expr(end)?),
+        };
+        let body = self.loop_body(&f.body);
+        Ok(Stmt::For {
+            var,
+            start,
+            end,
+            body,
+        })
+    }
+
+    /// `left = right` or `left op= right`.
+    fn assign(&mut self, left: &syn::Expr, op: Option<&BinOp>, right: &syn::Expr) -> Result<Stmt> {
+        let value = self.expr(right)?;
+        let span = left
+            .span()
+            .join(right.span())
+            .unwrap_or_else(|| right.span());
+        if let syn::Expr::Index(ix) = strip_parens(left) {
+            if let Some(field) = self.is_field(&ix.expr) {
+                let index = self.expr(&ix.index)?;
+                let op = match op {
+                    None => Store::Set,
+                    Some(BinOp::AddAssign(_)) => Store::Add,
+                    Some(BinOp::SubAssign(_)) => Store::Sub,
+                    Some(other) => {
+                        return err(
+                            other,
+                            "on a field only `=`, `+=` and `-=` (atomic) are allowed; write `f[i] = f[i] * v`",
+                        )
+                    }
+                };
+                return Ok(Stmt::Store {
+                    field,
+                    index,
+                    op,
+                    value,
+                    span,
+                });
+            }
+        }
+        let place = self.place(left)?;
+        let (op, read) = match op {
+            None => (None, None),
+            Some(op) => (
+                Some(compound_op(op).unwrap_or("add")),
+                Some(self.expr(left)?),
+            ),
+        };
+        Ok(Stmt::Assign {
+            place,
+            op,
+            read,
+            value,
+            span,
+        })
+    }
+
+    fn place(&mut self, e: &syn::Expr) -> Result<Place> {
+        match e {
+            syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                if self.is_field(e).is_some() {
+                    return err(e, "assign to an element of the field: `f[i] = v`");
+                }
+                Ok(Place::Local(p.path.clone()))
+            }
+            syn::Expr::Paren(p) => self.place(&p.expr),
+            syn::Expr::Field(f) => {
+                let base = self.place(&f.base)?;
+                let (member, k) = member_of(f)?;
+                Ok(Place::Member(Box::new(base), member, k))
+            }
+            syn::Expr::Index(ix) => {
+                let base = self.place(&ix.expr)?;
+                let i = self.expr(&ix.index)?;
+                Ok(Place::Index(Box::new(base), i))
+            }
+            other => err(other, "only a local variable, its component or element, or a field element can be assigned"),
+        }
+    }
+
+    // ------------------------------------------------------------------------------ expressions
+
+    fn expr(&mut self, e: &syn::Expr) -> Result<Expr> {
+        match e {
+            syn::Expr::Lit(l) => Ok(Expr::Lit(lit(l)?)),
+            syn::Expr::Path(p) => {
+                if p.qself.is_some() {
+                    return err(p, "qualified paths are not part of the kernel language");
+                }
+                if let Some(id) = p.path.get_ident() {
+                    if self.fields.contains(&id.to_string()) {
+                        return err(p, format!("field `{id}` must be indexed: `{id}[i]`"));
+                    }
+                    return Ok(Expr::Local(id.clone()));
+                }
+                Ok(Expr::Const(p.path.clone()))
+            }
+            syn::Expr::Paren(p) => Ok(Expr::Paren(Box::new(self.expr(&p.expr)?))),
+            syn::Expr::Group(g) => self.expr(&g.expr),
+            syn::Expr::Binary(b) => self.binary(b),
+            syn::Expr::Unary(u) => {
+                let inner = &*u.expr;
+                match &u.op {
+                    UnOp::Neg(_) => {
+                        if let syn::Expr::Lit(l) = strip_parens(inner) {
+                            return Ok(Expr::NegLit(lit(l)?));
+                        }
+                        Ok(Expr::Neg(Box::new(self.expr(inner)?)))
+                    }
+                    UnOp::Not(_) => Ok(Expr::Not(Box::new(self.expr(inner)?))),
+                    other => err(other, "pointers and references are not part of the kernel language"),
+                }
+            }
+            syn::Expr::Index(ix) => {
+                let index = Box::new(self.expr(&ix.index)?);
+                if let Some(field) = self.is_field(&ix.expr) {
+                    return Ok(Expr::Load {
+                        field,
+                        index,
+                        span: ix.span(),
+                    });
+                }
+                Ok(Expr::Index(Box::new(self.expr(&ix.expr)?), index))
+            }
+            syn::Expr::Field(f) => {
+                let (member, k) = member_of(f)?;
+                Ok(Expr::Member(Box::new(self.expr(&f.base)?), member, k))
+            }
+            syn::Expr::Call(c) => self.call(c),
+            syn::Expr::MethodCall(mc) => self.method(mc),
+            syn::Expr::Cast(c) => {
+                let ty = &c.ty;
+                let name = ty.to_token_stream().to_string();
+                if !["f32", "i32", "u32"].contains(&name.as_str()) {
+                    return err(ty, "`as` converts to f32, i32 or u32; use `as_vec2()` and friends for vectors");
+                }
+                Ok(Expr::Cast {
+                    ty: (**ty).clone(),
+                    value: Box::new(self.expr(&c.expr)?),
+                    span: c.span(),
+                })
+            }
+            syn::Expr::If(i) => self.if_value(i),
+            syn::Expr::Block(b) => {
+                if b.label.is_some() {
+                    return err(b, "block labels are not part of the kernel language");
+                }
+                Ok(Expr::Block(self.block(&b.block, true)))
+            }
+            syn::Expr::Array(a) => Ok(Expr::Array(
+                a.elems.iter().map(|x| self.expr(x)).collect::<Result<_>>()?,
+            )),
+            syn::Expr::Repeat(r) => Ok(Expr::Repeat(
+                Box::new(self.expr(&r.expr)?),
+                (*r.len).clone(),
+            )),
+            syn::Expr::Tuple(t) => {
+                let items = t.elems.iter().map(|x| self.expr(x)).collect::<Result<Vec<_>>>()?;
+                if !matches!(items.len(), 0 | 2 | 3) {
+                    return err(t, "tuples have 2 or 3 members in kernels");
+                }
+                Ok(Expr::Tuple(items))
+            }
+            syn::Expr::Range(r) => err(r, "ranges appear only as the range of a `for` loop"),
+            syn::Expr::Closure(c) => err(c, "closures are not part of the kernel language; write a #[func]"),
+            syn::Expr::Match(mt) => err(mt, "`match` is not part of the kernel language; use `if` / `else`"),
+            syn::Expr::Reference(r) => err(r, "references are not part of the kernel language; pass values"),
+            syn::Expr::Macro(mc) => err(mc, "macros are not part of the kernel language"),
+            syn::Expr::Struct(s) => err(s, "struct literals are not part of the kernel language; use glam vectors and matrices"),
+            syn::Expr::Try(t) => err(t, "`?` is not part of the kernel language"),
+            syn::Expr::Assign(a) => err(a, "an assignment is a statement, not a value"),
+            syn::Expr::Unsafe(u) => err(u, "`unsafe` is not part of the kernel language"),
+            other => err(other, "this expression is not part of the kernel language"),
+        }
+    }
+
+    fn binary(&mut self, b: &syn::ExprBinary) -> Result<Expr> {
+        if compound_op(&b.op).is_some() {
+            return err(b, "compound assignment is a statement, not a value");
+        }
+        let left = Box::new(self.expr(&b.left)?);
+        let right = Box::new(self.expr(&b.right)?);
+        let (op, native) = match b.op {
+            BinOp::Add(_) => ("add", None),
+            BinOp::Sub(_) => ("sub", None),
+            BinOp::Mul(_) => ("mul", None),
+            BinOp::Div(_) => ("div", None),
+            BinOp::Rem(_) => ("rem", None),
+            BinOp::BitAnd(_) => ("bitand", None),
+            BinOp::BitOr(_) => ("bitor", None),
+            BinOp::BitXor(_) => ("bitxor", None),
+            BinOp::Shl(_) => ("shl", None),
+            BinOp::Shr(_) => ("shr", None),
+            BinOp::And(_) => ("and", Some(quote!(&&))),
+            BinOp::Or(_) => ("or", Some(quote!(||))),
+            BinOp::Eq(_) => ("eq", Some(quote!(==))),
+            BinOp::Ne(_) => ("ne", Some(quote!(!=))),
+            BinOp::Lt(_) => ("lt", Some(quote!(<))),
+            BinOp::Le(_) => ("le", Some(quote!(<=))),
+            BinOp::Gt(_) => ("gt", Some(quote!(>))),
+            BinOp::Ge(_) => ("ge", Some(quote!(>=))),
+            _ => return err(b, "this operator is not part of the kernel language"),
+        };
+        // A right operand that records statements (an `if` or block value) must only run when
+        // the left one does not decide.
+        let lazy = matches!(b.op, BinOp::And(_) | BinOp::Or(_)) && has_statements(&b.right);
+        Ok(Expr::Binary {
+            op,
+            native,
+            left,
+            right,
+            lazy,
+            span: b.span(),
+        })
+    }
+
+    fn if_value(&mut self, i: &syn::ExprIf) -> Result<Expr> {
+        let Some((_, otherwise)) = &i.else_branch else {
+            return err(i, "an `if` used as a value needs an `else` branch");
+        };
+        let cond = Box::new(self.expr(&i.cond)?);
+        let then = self.block(&i.then_branch, true);
+        let otherwise = match &**otherwise {
+            syn::Expr::If(nested) => ElseValue::If(self.if_value(nested)?),
+            syn::Expr::Block(b) => ElseValue::Block(self.block(&b.block, true)),
+            other => return err(other, "expected a block after `else`"),
+        };
+        Ok(Expr::IfValue {
+            cond,
+            then,
+            otherwise: Box::new(otherwise),
+        })
+    }
+
+    fn call(&mut self, c: &syn::ExprCall) -> Result<Expr> {
+        let syn::Expr::Path(p) = &*c.func else {
+            return err(&c.func, "only named functions can be called in kernels");
+        };
+        if p.qself.is_some() {
+            return err(p, "qualified paths are not part of the kernel language");
+        }
+        if let Some(id) = p.path.get_ident() {
+            if ["is_active", "activate", "deactivate"].contains(&id.to_string().as_str()) {
+                return self.activity(c, id);
+            }
+        }
+        let args = c
+            .args
+            .iter()
+            .map(|a| self.expr(a))
+            .collect::<Result<Vec<_>>>()?;
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        let n = segs.len();
+        if n >= 2 && segs[n - 2].starts_with(|c: char| c.is_ascii_uppercase()) {
+            return associated(p, &segs[n - 2], &segs[n - 1], args);
+        }
+        Ok(Expr::Call {
+            path: p.path.clone(),
+            args,
+        })
+    }
+
+    /// `is_active(f, i)`, `activate(f, i)`, `deactivate(f, i)` on a field parameter.
+    fn activity(&mut self, c: &syn::ExprCall, op: &Ident) -> Result<Expr> {
+        let field = match c.args.first() {
+            Some(f) if c.args.len() == 2 => self.is_field(f),
+            _ => None,
+        };
+        let Some(field) = field else {
+            return err(
+                c,
+                format!("`{op}` takes a field parameter and an index: `{op}(grid, cell)`"),
+            );
+        };
+        Ok(Expr::Activity {
+            op: op.clone(),
+            field,
+            index: Box::new(self.expr(&c.args[1])?),
+            span: c.span(),
+        })
+    }
+
+    fn method(&mut self, mc: &syn::ExprMethodCall) -> Result<Expr> {
+        if let Some(t) = &mc.turbofish {
+            return err(t, "turbofish is not part of the kernel language");
+        }
+        let name = mc.method.to_string();
+        if name == "indices" || name == "active" {
+            return err(
+                &mc.method,
+                format!("`{name}()` is only the range of a top-level `for` loop"),
+            );
+        }
+        let mut args = vec![self.expr(&mc.receiver)?];
+        for a in &mc.args {
+            args.push(self.expr(a)?);
+        }
+        let method = &mc.method;
+        let path: syn::Path =
+            syn::parse_quote_spanned!(method.span()=> ::mpm_core::builtins::methods::#method);
+        Ok(Expr::Call { path, args })
+    }
+}
+
+/// `Type::f(args)`: glam's constructors and `splat` / `from_diagonal`, on a glam type or an
+/// alias of one (`Vec::splat(x)` in code written once for 2D and 3D).
+fn associated(p: &syn::ExprPath, ty: &str, f: &str, args: Vec<Expr>) -> Result<Expr> {
+    let ctor = builtins::constructor(ty, f).filter(|_| builtins::TYPES.contains(&ty));
+    if ctor.is_none() && f != "splat" && f != "from_diagonal" {
+        return err(
+            p,
+            format!(
+                "`{ty}::{f}` is not part of the kernel language; use `new`, `splat`, `from_cols`, \
+                 `from_diagonal` or a constant"
+            ),
+        );
+    }
+    Ok(Expr::Associated {
+        path: p.path.clone(),
+        ctor: ctor.map(|c| format_ident!("{}", c)),
+        f: format_ident!("{}", f),
+        args,
+    })
+}
+
+/// Whether tracing an expression records statements (an `if` or block used as a value).
+fn has_statements(e: &syn::Expr) -> bool {
+    struct Find(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Find {
+        fn visit_expr(&mut self, e: &'ast syn::Expr) {
+            if matches!(e, syn::Expr::If(_) | syn::Expr::Block(_)) {
+                self.0 = true;
+            }
+            syn::visit::visit_expr(self, e);
+        }
+    }
+    let mut f = Find(false);
+    syn::visit::Visit::visit_expr(&mut f, e);
+    f.0
+}
+
+/// The value of an unsuffixed integer literal.
+fn int_literal(e: &syn::Expr) -> Option<i64> {
+    match strip_parens(e) {
+        syn::Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) if i.suffix().is_empty() => i.base10_parse().ok(),
+        _ => None,
+    }
+}
+
+fn strip_parens(e: &syn::Expr) -> &syn::Expr {
+    match e {
+        syn::Expr::Paren(p) => strip_parens(&p.expr),
+        syn::Expr::Group(g) => strip_parens(&g.expr),
+        other => other,
+    }
+}
+
+fn loop_var(p: &Pat) -> Result<Ident> {
+    match p {
+        Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() && pi.mutability.is_none() => {
+            Ok(pi.ident.clone())
+        }
+        Pat::Wild(w) => Ok(Ident::new("_unused_index", w.span())),
+        other => err(other, "the variable of a `for` loop is a plain name"),
+    }
+}
+
+fn member_of(f: &syn::ExprField) -> Result<(syn::Member, u32)> {
+    match &f.member {
+        syn::Member::Named(n) => match builtins::member(&n.to_string()) {
+            Some(k) => Ok((f.member.clone(), k)),
+            None => err(n, "components are `x`, `y`, `z`, `w` (vectors) and `x_axis`, `y_axis`, `z_axis` (matrix columns)"),
+        },
+        syn::Member::Unnamed(u) => err(u, "tuple members are read by destructuring: `let (a, b) = t;`"),
+    }
+}
+
+fn compound_op(op: &BinOp) -> Option<&'static str> {
+    Some(match op {
+        BinOp::AddAssign(_) => "add",
+        BinOp::SubAssign(_) => "sub",
+        BinOp::MulAssign(_) => "mul",
+        BinOp::DivAssign(_) => "div",
+        BinOp::RemAssign(_) => "rem",
+        BinOp::BitAndAssign(_) => "bitand",
+        BinOp::BitOrAssign(_) => "bitor",
+        BinOp::BitXorAssign(_) => "bitxor",
+        BinOp::ShlAssign(_) => "shl",
+        BinOp::ShrAssign(_) => "shr",
+        _ => return None,
+    })
+}
+
+/// Literals: floats are f32 (suffixed so both lowerings agree), integers i32 or u32.
+fn lit(l: &ExprLit) -> Result<TokenStream> {
+    match &l.lit {
+        Lit::Float(f) => match f.suffix() {
+            "" => {
+                let v = syn::LitFloat::new(&format!("{}f32", f.base10_digits()), f.span());
+                Ok(quote!(#v))
+            }
+            "f32" => Ok(quote!(#f)),
+            _ => err(f, "floats in kernels are f32"),
+        },
+        Lit::Int(i) => match i.suffix() {
+            "" | "i32" | "u32" => Ok(quote!(#i)),
+            _ => err(i, "integers in kernels are i32 or u32"),
+        },
+        Lit::Bool(b) => Ok(quote!(#b)),
+        other => err(
+            other,
+            "only number and bool literals are part of the kernel language",
+        ),
+    }
+}
+
+// ------------------------------------------------------------------------- kernels and funcs
+
+/// Checks a func's body (its statements, the last one its value).
+pub fn func_body(block: &syn::Block) -> Result<Body> {
+    let mut checker = Checker::new(HashSet::new(), true);
+    let body = checker.block(block, true);
+    checker.finish(body)
+}
+
+/// Checks a kernel's body: top-level `let`s and parallel loops.
+pub fn kernel_body(f: &syn::ItemFn, params: &[Param]) -> Result<Vec<Top>> {
+    let names = |keep: &dyn Fn(&Param) -> bool| -> HashSet<String> {
+        params
+            .iter()
+            .filter(|p| keep(p))
+            .map(|p| p.name().to_string())
+            .collect()
+    };
+    let scalars = names(&|p| matches!(p, Param::Scalar { .. }));
+    let fields = names(&|p| matches!(p, Param::Field { .. }));
+    let field_dims =
+        |n: usize| names(&|p| matches!(p, Param::Field { dims, .. } if dims.count() == Some(n)));
+    let (zero_dim, one_dim) = (field_dims(0), field_dims(1));
+
+    let mut checker = Checker::new(fields.clone(), false);
+    let mut tops = Vec::new();
+    let mut loops = 0;
+    for s in &f.block.stmts {
+        let top = match s {
+            syn::Stmt::Local(l) => l
+                .init
+                .as_ref()
+                .map_or(Ok(()), |init| check_no_field(&init.expr, &fields))
+                .and_then(|()| checker.local(l))
+                .map(Top::Let),
+            syn::Stmt::Expr(syn::Expr::ForLoop(fl), _) => {
+                loops += 1;
+                checker.par_loop(fl, params, &scalars, &zero_dim, &one_dim)
+            }
+            other => err(
+                other,
+                "a kernel body holds `let` statements and top-level `for` loops (each one a parallel launch)",
+            ),
+        };
+        match top {
+            Ok(top) => tops.push(top),
+            Err(e) => checker.errors.push(e),
+        }
+    }
+    if loops == 0 {
+        checker.errors.push(Error::new_spanned(
+            &f.sig.ident,
+            "a kernel needs at least one top-level `for` loop",
+        ));
+    }
+    checker.finish(tops)
+}
+
+impl Checker {
+    /// A top-level `for`: one parallel launch over a field's indices, its active cells or a
+    /// range the host computes.
+    fn par_loop(
+        &mut self,
+        fl: &syn::ExprForLoop,
+        params: &[Param],
+        scalars: &HashSet<String>,
+        zero_dim: &HashSet<String>,
+        one_dim: &HashSet<String>,
+    ) -> Result<Top> {
+        if let Some(l) = &fl.label {
+            return err(l, "loop labels are not part of the kernel language");
+        }
+        let var = loop_var(&fl.pat)?;
+        self.in_par_loop = true;
+        let body = self.block(&fl.body, false);
+        self.in_par_loop = false;
+        let field_of = |this: &Self, mc: &syn::ExprMethodCall, what: &str| {
+            let Some(field) = this.is_field(&mc.receiver) else {
+                return err(
+                    &mc.receiver,
+                    format!("`{what}()` is called on a field parameter"),
+                );
+            };
+            if zero_dim.contains(&field.to_string()) {
+                return err(
+                    &mc.receiver,
+                    format!(
+                        "a 0-D field has one element, `f[()]`; it has no `{what}()` to loop over"
+                    ),
+                );
+            }
+            Ok(field)
+        };
+        let (domain, scatter) = match &*fl.expr {
+            syn::Expr::MethodCall(mc) if mc.method == "active" && mc.args.is_empty() => {
+                (Domain::Active(field_of(self, mc, "active")?), Vec::new())
+            }
+            syn::Expr::MethodCall(mc) if mc.method == "indices" && mc.args.is_empty() => {
+                let field = field_of(self, mc, "indices")?;
+                // Only 1-D loops scatter: the copies are split by a flat range.
+                let scatter = if one_dim.contains(&field.to_string()) {
+                    scatter_only(&fl.body, &self.fields)
+                } else {
+                    Vec::new()
+                };
+                (Domain::Indices(field), scatter)
+            }
+            syn::Expr::Range(r) if matches!(r.limits, syn::RangeLimits::HalfOpen(_)) => {
+                let (Some(a), Some(b)) = (&r.start, &r.end) else {
+                    return err(r, "a parallel range needs both ends: `a..b`");
+                };
+                check_host_bound(a, scalars)?;
+                check_host_bound(b, scalars)?;
+                let range = Domain::Range(self.expr(a)?, self.expr(b)?);
+                (range, scatter_only(&fl.body, &self.fields))
+            }
+            other => {
+                return err(other, "a top-level loop runs over `field.indices()`, `field.active()` or a range `a..b`");
+            }
+        };
+        Ok(Top::Loop(ParLoop {
+            var,
+            domain,
+            body,
+            used: used_fields(&fl.body, params),
+            scatter,
+        }))
+    }
+}
+
+/// Checks that a parallel range's bounds use only scalar parameters, literals and constants:
+/// the host computes them before the launch.
+fn check_host_bound(e: &syn::Expr, scalars: &HashSet<String>) -> Result<()> {
+    struct Check<'a> {
+        scalars: &'a HashSet<String>,
+        error: Option<Error>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Check<'_> {
+        fn visit_expr(&mut self, e: &'ast syn::Expr) {
+            let bad = match e {
+                syn::Expr::Path(p) => p
+                    .path
+                    .get_ident()
+                    .is_some_and(|id| !self.scalars.contains(&id.to_string())),
+                syn::Expr::Index(_)
+                | syn::Expr::MethodCall(_)
+                | syn::Expr::Call(_)
+                | syn::Expr::Block(_)
+                | syn::Expr::If(_) => true,
+                _ => false,
+            };
+            if bad && self.error.is_none() {
+                self.error = Some(Error::new_spanned(
+                    e,
+                    "the bounds of a parallel range are computed before the launch: use scalar parameters, \
+                     literals and constants",
+                ));
+            }
+            syn::visit::visit_expr(self, e);
+        }
+    }
+    let mut check = Check {
+        scalars,
+        error: None,
+    };
+    syn::visit::Visit::visit_expr(&mut check, e);
+    check.error.map_or(Ok(()), Err)
+}
+
+/// A top-level `let` is evaluated before each parallel loop, so it may not read fields
+/// (an earlier loop could have written them).
+fn check_no_field(e: &syn::Expr, fields: &HashSet<String>) -> Result<()> {
+    struct Check<'a> {
+        fields: &'a HashSet<String>,
+        error: Option<Error>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Check<'_> {
+        fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+            if let Some(id) = p.path.get_ident() {
+                if self.fields.contains(&id.to_string()) && self.error.is_none() {
+                    self.error = Some(Error::new_spanned(
+                        p,
+                        "a top-level `let` runs before each parallel loop and cannot read fields; \
+                         read the field inside the loop",
+                    ));
+                }
+            }
+        }
+    }
+    let mut check = Check {
+        fields,
+        error: None,
+    };
+    syn::visit::Visit::visit_expr(&mut check, e);
+    check.error.map_or(Ok(()), Err)
+}
+
+/// The fields a loop body uses only as `f[i] += v` / `f[i] -= v`: the CPU runs such a loop
+/// as a scatter into private copies (`mpm_core::scatter`). A field that is also read,
+/// stored or passed anywhere in the body keeps the shared atomics.
+fn scatter_only(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
+    struct Uses<'a> {
+        fields: &'a HashSet<String>,
+        scatter: Vec<Ident>,
+        other: HashSet<String>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Uses<'_> {
+        fn visit_expr(&mut self, e: &'ast syn::Expr) {
+            if let syn::Expr::Binary(b) = e {
+                if matches!(b.op, BinOp::AddAssign(_) | BinOp::SubAssign(_)) {
+                    if let syn::Expr::Index(ix) = strip_parens(&b.left) {
+                        if let syn::Expr::Path(p) = strip_parens(&ix.expr) {
+                            if let Some(id) = p.path.get_ident() {
+                                if self.fields.contains(&id.to_string()) {
+                                    if !self.scatter.contains(id) {
+                                        self.scatter.push(id.clone());
+                                    }
+                                    self.visit_expr(&ix.index);
+                                    self.visit_expr(&b.right);
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if let syn::Expr::Path(p) = e {
+                if let Some(id) = p.path.get_ident() {
+                    if self.fields.contains(&id.to_string()) {
+                        self.other.insert(id.to_string());
+                    }
+                }
+            }
+            syn::visit::visit_expr(self, e);
+        }
+    }
+    let mut uses = Uses {
+        fields,
+        scatter: Vec::new(),
+        other: HashSet::new(),
+    };
+    syn::visit::Visit::visit_block(&mut uses, body);
+    uses.scatter
+        .into_iter()
+        .filter(|f| !uses.other.contains(&f.to_string()))
+        .collect()
+}
+
+/// The field parameters a loop body names, in parameter order.
+fn used_fields(body: &syn::Block, params: &[Param]) -> Vec<Ident> {
+    struct Names(HashSet<String>);
+    impl<'ast> syn::visit::Visit<'ast> for Names {
+        fn visit_path(&mut self, p: &'ast syn::Path) {
+            if let Some(id) = p.get_ident() {
+                self.0.insert(id.to_string());
+            }
+            syn::visit::visit_path(self, p);
+        }
+    }
+    let mut names = Names(HashSet::new());
+    syn::visit::Visit::visit_block(&mut names, body);
+    params
+        .iter()
+        .filter(|p| matches!(p, Param::Field { .. }) && names.0.contains(&p.name().to_string()))
+        .map(|p| p.name().clone())
+        .collect()
+}

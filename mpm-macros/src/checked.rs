@@ -1,0 +1,199 @@
+//! The checked form of a kernel or func body: what the checker (`check.rs`) accepts, in the
+//! shape both emitters (`emit_cpu.rs`, `emit_trace.rs`) print from. Every language rule has
+//! been applied by the time a value of these types exists, so printing cannot fail.
+
+// Trees built once per body at compile time: boxing variants would buy nothing.
+#![allow(clippy::large_enum_variant)]
+
+use proc_macro2::{Span, TokenStream};
+use syn::{Ident, Path, Type};
+
+/// Statements and, for a block used as a value, its value.
+pub struct Body {
+    pub stmts: Vec<Stmt>,
+    pub value: Option<Box<Expr>>,
+}
+
+pub enum Stmt {
+    Let {
+        binding: Binding,
+        value: Expr,
+    },
+    /// `place = value` or `place op= value` on a local (`read` is the place as a value, for
+    /// compound operators).
+    Assign {
+        place: Place,
+        op: Option<&'static str>,
+        read: Option<Expr>,
+        value: Expr,
+        span: Span,
+    },
+    /// `field[index] = value`, `+=` or `-=` (atomic).
+    Store {
+        field: Ident,
+        index: Expr,
+        op: Store,
+        value: Expr,
+        span: Span,
+    },
+    If(If),
+    While {
+        cond: Expr,
+        body: Body,
+    },
+    Loop {
+        body: Body,
+    },
+    /// A sequential `for` over `start..end` (`end` is exclusive).
+    For {
+        var: Ident,
+        start: Expr,
+        end: End,
+        body: Body,
+    },
+    Break,
+    /// `continue`; directly in a parallel loop it ends the invocation.
+    Continue {
+        ends_invocation: bool,
+    },
+    Return(Expr),
+    Block(Body),
+    /// An expression whose value is dropped.
+    Discard(Expr),
+}
+
+pub enum Binding {
+    Name {
+        name: Ident,
+        mutability: Option<syn::Token![mut]>,
+        ty: Option<Type>,
+    },
+    Wild,
+    /// `let (a, mut b) = ..` with 2 or 3 names.
+    Tuple(Vec<(Option<syn::Token![mut]>, Ident)>),
+}
+
+pub enum Place {
+    Local(Path),
+    Member(Box<Place>, syn::Member, u32),
+    Index(Box<Place>, Expr),
+}
+
+#[derive(Clone, Copy)]
+pub enum Store {
+    Set,
+    Add,
+    Sub,
+}
+
+pub struct If {
+    pub cond: Expr,
+    pub then: Body,
+    pub otherwise: Option<Else>,
+}
+
+pub enum Else {
+    If(Box<If>),
+    Block(Body),
+}
+
+/// The end of a sequential `for` range.
+pub enum End {
+    Exclusive(Expr),
+    /// `..=n` with an integer literal: the trace can use `n + 1` directly.
+    InclusiveLiteral(Expr, i64),
+    Inclusive(Expr),
+}
+
+pub enum Expr {
+    /// A literal, already in its kernel form (floats suffixed `f32`).
+    Lit(TokenStream),
+    /// `-literal`.
+    NegLit(TokenStream),
+    Local(Ident),
+    /// A constant such as `Vec2::ZERO` or `core::f32::consts::PI`.
+    Const(Path),
+    Paren(Box<Expr>),
+    Neg(Box<Expr>),
+    Not(Box<Expr>),
+    Binary {
+        /// The operator's name in `mpm_core::lang` / `mpm_core::trace`.
+        op: &'static str,
+        /// Rust's own operator, used as is on the CPU (comparisons and `&&` / `||`).
+        native: Option<TokenStream>,
+        left: Box<Expr>,
+        right: Box<Expr>,
+        /// `&&` / `||` whose right operand records statements: traced as a branch.
+        lazy: bool,
+        span: Span,
+    },
+    Load {
+        field: Ident,
+        index: Box<Expr>,
+        span: Span,
+    },
+    Index(Box<Expr>, Box<Expr>),
+    Member(Box<Expr>, syn::Member, u32),
+    /// A builtin, a builtin method or a user func: a function and a module of the same
+    /// name whose `expand` traces the call.
+    Call {
+        path: Path,
+        args: Vec<Expr>,
+    },
+    /// `Type::f(args)` on a glam type or an alias of one.
+    Associated {
+        path: Path,
+        /// The trace constructor for `new` / `from_cols` (`vec2`, `mat3`, ...).
+        ctor: Option<Ident>,
+        f: Ident,
+        args: Vec<Expr>,
+    },
+    /// `is_active` / `activate` / `deactivate` on a field.
+    Activity {
+        op: Ident,
+        field: Ident,
+        index: Box<Expr>,
+        span: Span,
+    },
+    Cast {
+        ty: Type,
+        value: Box<Expr>,
+        span: Span,
+    },
+    IfValue {
+        cond: Box<Expr>,
+        then: Body,
+        otherwise: Box<ElseValue>,
+    },
+    Block(Body),
+    Array(Vec<Expr>),
+    Repeat(Box<Expr>, syn::Expr),
+    Tuple(Vec<Expr>),
+}
+
+pub enum ElseValue {
+    If(Expr),
+    Block(Body),
+}
+
+/// A kernel body: top-level `let`s and parallel loops, in order.
+pub enum Top {
+    Let(Stmt),
+    Loop(ParLoop),
+}
+
+pub struct ParLoop {
+    pub var: Ident,
+    pub domain: Domain,
+    pub body: Body,
+    /// The field parameters the body names, in parameter order.
+    pub used: Vec<Ident>,
+    /// Fields the body only adds into: the CPU scatters them into private copies.
+    pub scatter: Vec<Ident>,
+}
+
+pub enum Domain {
+    Active(Ident),
+    Indices(Ident),
+    Range(Expr, Expr),
+}

@@ -1,0 +1,249 @@
+//! The CPU lowering of a checked body: Rust again, with field accesses through
+//! `mpm_core::host` views and operators through `mpm_core::lang` (wrapping integer semantics,
+//! the same as on the GPU).
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use crate::checked::{Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store};
+
+/// The statements of a body and its value, without braces.
+pub fn stmts(b: &Body) -> TokenStream {
+    let stmts = b.stmts.iter().map(stmt);
+    let value = b.value.as_deref().map(expr);
+    quote!(#(#stmts)* #value)
+}
+
+fn block(b: &Body) -> TokenStream {
+    let inner = stmts(b);
+    quote!({ #inner })
+}
+
+pub fn stmt(s: &Stmt) -> TokenStream {
+    match s {
+        Stmt::Let { binding, value } => {
+            let value = expr(value);
+            match binding {
+                Binding::Name {
+                    name,
+                    mutability,
+                    ty,
+                } => match ty {
+                    None => quote!(let #mutability #name = #value;),
+                    Some(t) => quote!(let #mutability #name: #t = #value;),
+                },
+                Binding::Wild => quote!(let _ = #value;),
+                Binding::Tuple(names) => {
+                    let names = names.iter().map(|(m, n)| quote!(#m #n));
+                    quote!(let (#(#names),*) = #value;)
+                }
+            }
+        }
+        Stmt::Assign {
+            place,
+            op,
+            read,
+            value,
+            span,
+        } => {
+            let place = place_of(place);
+            let value = expr(value);
+            match (op, read) {
+                (Some(op), Some(read)) => {
+                    let f = format_ident!("{}", op);
+                    let read = expr(read);
+                    quote_spanned!(*span=> #place = ::mpm_core::lang::#f(#read, #value);)
+                }
+                _ => quote_spanned!(*span=> #place = #value;),
+            }
+        }
+        Stmt::Store {
+            field,
+            index,
+            op,
+            value,
+            span,
+        } => {
+            let (index, value) = (expr(index), expr(value));
+            match op {
+                Store::Set => quote_spanned!(*span=> #field.store(#index, #value);),
+                Store::Add => quote_spanned!(*span=> #field.atomic_add(#index, #value);),
+                Store::Sub => quote_spanned!(*span=> #field.atomic_sub(#index, #value);),
+            }
+        }
+        Stmt::If(i) => if_stmt(i),
+        Stmt::While { cond, body } => {
+            let (cond, body) = (expr(cond), block(body));
+            quote!(while #cond #body)
+        }
+        Stmt::Loop { body } => {
+            let body = block(body);
+            quote!(loop #body)
+        }
+        Stmt::For {
+            var,
+            start,
+            end,
+            body,
+        } => {
+            let (a, body) = (expr(start), block(body));
+            match end {
+                End::Exclusive(b) => {
+                    let b = expr(b);
+                    quote!(for #var in (#a)..(#b) #body)
+                }
+                End::InclusiveLiteral(b, _) | End::Inclusive(b) => {
+                    let b = expr(b);
+                    quote!(for #var in (#a)..=(#b) #body)
+                }
+            }
+        }
+        Stmt::Break => quote!(break;),
+        // Directly in a parallel loop, `continue` ends this invocation.
+        Stmt::Continue {
+            ends_invocation: true,
+        } => quote!(return;),
+        Stmt::Continue {
+            ends_invocation: false,
+        } => quote!(continue;),
+        Stmt::Return(v) => {
+            let v = expr(v);
+            quote!(return #v;)
+        }
+        Stmt::Block(b) => block(b),
+        Stmt::Discard(v) => {
+            let v = expr(v);
+            quote!(let _ = #v;)
+        }
+    }
+}
+
+fn if_stmt(i: &If) -> TokenStream {
+    let (cond, then) = (expr(&i.cond), block(&i.then));
+    match &i.otherwise {
+        None => quote!(if #cond #then),
+        Some(Else::If(nested)) => {
+            let o = if_stmt(nested);
+            quote!(if #cond #then else { #o })
+        }
+        Some(Else::Block(b)) => {
+            let o = block(b);
+            quote!(if #cond #then else { #o })
+        }
+    }
+}
+
+fn place_of(p: &Place) -> TokenStream {
+    match p {
+        Place::Local(path) => quote!(#path),
+        Place::Member(base, member, _) => {
+            let base = place_of(base);
+            quote!((#base).#member)
+        }
+        Place::Index(base, i) => {
+            let (base, i) = (place_of(base), expr(i));
+            quote!((*::mpm_core::lang::index_mut(&mut #base, #i)))
+        }
+    }
+}
+
+/// One expression.
+pub fn expr(e: &Expr) -> TokenStream {
+    let all = |xs: &[Expr]| xs.iter().map(expr).collect::<Vec<_>>();
+    match e {
+        Expr::Lit(l) => l.clone(),
+        Expr::NegLit(l) => quote!((-#l)),
+        Expr::Local(id) => quote!(#id),
+        Expr::Const(path) => quote!(#path),
+        Expr::Paren(x) => {
+            let x = expr(x);
+            quote!((#x))
+        }
+        Expr::Neg(x) => {
+            let x = expr(x);
+            quote!(::mpm_core::lang::neg(#x))
+        }
+        Expr::Not(x) => {
+            let x = expr(x);
+            quote!((!#x))
+        }
+        Expr::Binary {
+            op,
+            native,
+            left,
+            right,
+            span,
+            ..
+        } => {
+            let (l, r) = (expr(left), expr(right));
+            match native {
+                Some(native) => quote_spanned!(*span=> (#l #native #r)),
+                None => {
+                    let f = format_ident!("{}", op);
+                    quote_spanned!(*span=> ::mpm_core::lang::#f(#l, #r))
+                }
+            }
+        }
+        Expr::Load { field, index, span } => {
+            let i = expr(index);
+            quote_spanned!(*span=> #field.load(#i))
+        }
+        Expr::Index(base, i) => {
+            let (base, i) = (expr(base), expr(i));
+            quote!(::mpm_core::lang::index(#base, #i))
+        }
+        Expr::Member(base, member, _) => {
+            let base = expr(base);
+            quote!((#base).#member)
+        }
+        Expr::Call { path, args } => {
+            let args = all(args);
+            quote_spanned!(path.span()=> #path(#(#args),*))
+        }
+        // glam's own associated function (keeps the user's imports meaningful).
+        Expr::Associated { path, args, .. } => {
+            let args = all(args);
+            quote!(#path(#(#args),*))
+        }
+        Expr::Activity {
+            op,
+            field,
+            index,
+            span,
+        } => {
+            let i = expr(index);
+            quote_spanned!(*span=> #field.#op(#i))
+        }
+        Expr::Cast { ty, value, span } => {
+            let x = expr(value);
+            quote_spanned!(*span=> (#x as #ty))
+        }
+        Expr::IfValue {
+            cond,
+            then,
+            otherwise,
+        } => {
+            let (cond, then) = (expr(cond), block(then));
+            let otherwise = match &**otherwise {
+                ElseValue::If(nested) => expr(nested),
+                ElseValue::Block(b) => block(b),
+            };
+            quote!(if #cond #then else { #otherwise })
+        }
+        Expr::Block(b) => block(b),
+        Expr::Array(items) => {
+            let items = all(items);
+            quote!([#(#items),*])
+        }
+        Expr::Repeat(x, n) => {
+            let x = expr(x);
+            quote!([#x; #n])
+        }
+        Expr::Tuple(items) if items.is_empty() => quote!(()),
+        Expr::Tuple(items) => {
+            let items = all(items);
+            quote!((#(#items),*))
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The GPU lowering of a checked body: a trace function over `mpm_core::trace` handles that
+//! records the kernel IR when run, so that rustc types every value (CubeCL's approach).
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use crate::checked::{Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store};
+
+/// The trace printer; `in_func` for a func's body, whose traced form lives one module down.
+pub struct Trace {
+    pub in_func: bool,
+}
+
+impl Trace {
+    /// The statements of a body and its value, without braces.
+    pub fn stmts(&self, b: &Body) -> TokenStream {
+        let stmts = b.stmts.iter().map(|s| self.stmt(s));
+        let value = b.value.as_deref().map(|v| self.expr(v));
+        quote!(#(#stmts)* #value)
+    }
+
+    fn block(&self, b: &Body) -> TokenStream {
+        let inner = self.stmts(b);
+        quote!({ #inner })
+    }
+
+    pub fn stmt(&self, s: &Stmt) -> TokenStream {
+        match s {
+            Stmt::Let { binding, value } => {
+                let value = self.expr(value);
+                match binding {
+                    Binding::Name { name, ty, .. } => {
+                        let label = name.to_string();
+                        match ty {
+                            None => quote!(let #name = ::mpm_core::trace::let_(#label, #value);),
+                            Some(t) => quote!(
+                                let #name: ::mpm_core::trace::Expr<#t> = ::mpm_core::trace::let_::<#t, _>(#label, #value);
+                            ),
+                        }
+                    }
+                    Binding::Wild => quote!(let _ = #value;),
+                    Binding::Tuple(names) => {
+                        let names: Vec<_> = names.iter().map(|(_, n)| n).collect();
+                        let untuple = format_ident!("untuple{}", names.len());
+                        let labels = names.iter().map(|n| n.to_string());
+                        quote!(
+                            let __tuple = ::mpm_core::trace::let_("tuple", #value);
+                            let (#(#names),*) = ::mpm_core::trace::#untuple(__tuple);
+                            #(let #names = ::mpm_core::trace::let_(#labels, #names);)*
+                        )
+                    }
+                }
+            }
+            Stmt::Assign {
+                place,
+                op,
+                value,
+                span,
+                ..
+            } => {
+                let place = self.place(place);
+                let value = self.expr(value);
+                match op {
+                    None => quote_spanned!(*span=> ::mpm_core::trace::assign(#place, #value);),
+                    Some(op) => {
+                        let f = format_ident!("{}", op);
+                        quote!({
+                            let __place = #place;
+                            let __value = ::mpm_core::trace::#f(__place.get(), #value);
+                            ::mpm_core::trace::assign(__place, __value);
+                        })
+                    }
+                }
+            }
+            Stmt::Store {
+                field,
+                index,
+                op,
+                value,
+                span,
+            } => {
+                let (index, value) = (self.expr(index), self.expr(value));
+                match op {
+                    Store::Set => {
+                        quote_spanned!(*span=> ::mpm_core::trace::store(#field, #index, #value);)
+                    }
+                    Store::Add => {
+                        quote_spanned!(*span=> ::mpm_core::trace::atomic_add(#field, #index, #value);)
+                    }
+                    Store::Sub => {
+                        quote_spanned!(*span=> ::mpm_core::trace::atomic_sub(#field, #index, #value);)
+                    }
+                }
+            }
+            Stmt::If(i) => self.if_stmt(i),
+            Stmt::While { cond, body } => {
+                let (cond, body) = (self.expr(cond), self.block(body));
+                quote!(::mpm_core::trace::while_(|| #cond, || #body);)
+            }
+            Stmt::Loop { body } => {
+                let body = self.block(body);
+                quote!(::mpm_core::trace::while_(|| true, || #body);)
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                let label = var.to_string();
+                let a = self.expr(start);
+                let end = match end {
+                    End::Exclusive(b) => self.expr(b),
+                    End::InclusiveLiteral(_, n) => {
+                        let n = proc_macro2::Literal::i64_unsuffixed(n + 1);
+                        quote!(#n)
+                    }
+                    End::Inclusive(b) => {
+                        let b = self.expr(b);
+                        quote!(::mpm_core::trace::add(#b, 1))
+                    }
+                };
+                let body = self.block(body);
+                quote!(::mpm_core::trace::for_range(#label, #a, #end, |#var| #body);)
+            }
+            Stmt::Break => quote!(::mpm_core::trace::break_();),
+            // Directly in a parallel loop, `continue` ends this invocation.
+            Stmt::Continue {
+                ends_invocation: true,
+            } => quote!(::mpm_core::trace::return_();),
+            Stmt::Continue {
+                ends_invocation: false,
+            } => quote!(::mpm_core::trace::continue_();),
+            Stmt::Return(v) => {
+                let v = self.expr(v);
+                quote!(::mpm_core::trace::return_value(#v);)
+            }
+            Stmt::Block(b) => self.block(b),
+            Stmt::Discard(v) => {
+                let v = self.expr(v);
+                quote!(let _ = #v;)
+            }
+        }
+    }
+
+    fn if_stmt(&self, i: &If) -> TokenStream {
+        let (cond, then) = (self.expr(&i.cond), self.block(&i.then));
+        let o = match &i.otherwise {
+            None => TokenStream::new(),
+            Some(Else::If(nested)) => self.if_stmt(nested),
+            Some(Else::Block(b)) => self.block(b),
+        };
+        quote!(::mpm_core::trace::if_(#cond, || #then, || { #o });)
+    }
+
+    fn place(&self, p: &Place) -> TokenStream {
+        match p {
+            Place::Local(path) => quote!(::mpm_core::trace::place(#path)),
+            Place::Member(base, _, k) => {
+                let base = self.place(base);
+                quote!(::mpm_core::trace::place_member(#base, #k))
+            }
+            Place::Index(base, i) => {
+                let (base, i) = (self.place(base), self.expr(i));
+                quote!(::mpm_core::trace::place_index(#base, #i))
+            }
+        }
+    }
+
+    /// One expression.
+    pub fn expr(&self, e: &Expr) -> TokenStream {
+        let all = |xs: &[Expr]| xs.iter().map(|x| self.expr(x)).collect::<Vec<_>>();
+        match e {
+            Expr::Lit(l) => l.clone(),
+            Expr::NegLit(l) => quote!((-#l)),
+            Expr::Local(id) => quote!(#id),
+            Expr::Const(path) => {
+                let path = self.traced_path(path);
+                quote!(::mpm_core::trace::constant(#path))
+            }
+            Expr::Paren(x) => {
+                let x = self.expr(x);
+                quote!((#x))
+            }
+            Expr::Neg(x) => {
+                let x = self.expr(x);
+                quote!(::mpm_core::trace::neg(#x))
+            }
+            Expr::Not(x) => {
+                let x = self.expr(x);
+                quote!(::mpm_core::trace::not(#x))
+            }
+            Expr::Binary {
+                op,
+                left,
+                right,
+                lazy,
+                span,
+                ..
+            } => {
+                let (l, r) = (self.expr(left), self.expr(right));
+                match (*lazy, *op) {
+                    (true, "and") => quote!(::mpm_core::trace::if_value(#l, || #r, || false)),
+                    (true, "or") => quote!(::mpm_core::trace::if_value(#l, || true, || #r)),
+                    _ => {
+                        let f = format_ident!("{}", op);
+                        quote_spanned!(*span=> ::mpm_core::trace::#f(#l, #r))
+                    }
+                }
+            }
+            Expr::Load { field, index, span } => {
+                let i = self.expr(index);
+                quote_spanned!(*span=> ::mpm_core::trace::load(#field, #i))
+            }
+            Expr::Index(base, i) => {
+                let (base, i) = (self.expr(base), self.expr(i));
+                quote!(::mpm_core::trace::index(#base, #i))
+            }
+            Expr::Member(base, _, k) => {
+                let base = self.expr(base);
+                quote!(::mpm_core::trace::member(#base, #k))
+            }
+            Expr::Call { path, args } => {
+                let args = all(args);
+                let path = self.traced_path(path);
+                quote_spanned!(path.span()=> #path::expand(#(#args),*))
+            }
+            Expr::Associated {
+                path,
+                ctor,
+                f,
+                args,
+            } => {
+                let args = all(args);
+                if let Some(ctor) = ctor {
+                    return quote!(::mpm_core::trace::#ctor(#(#args),*));
+                }
+                let mut ty_path = self.traced_path(path);
+                ty_path.segments.pop();
+                ty_path.segments.pop_punct();
+                quote!(::mpm_core::trace::#f::<#ty_path>(#(#args),*))
+            }
+            Expr::Activity {
+                op,
+                field,
+                index,
+                span,
+            } => {
+                let i = self.expr(index);
+                quote_spanned!(*span=> ::mpm_core::trace::#op(#field, #i))
+            }
+            Expr::Cast { ty, value, span } => {
+                let x = self.expr(value);
+                quote_spanned!(*span=> ::mpm_core::trace::cast::<#ty, _, _>(#x))
+            }
+            Expr::IfValue {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let (cond, then) = (self.expr(cond), self.block(then));
+                let otherwise = match &**otherwise {
+                    ElseValue::If(nested) => self.expr(nested),
+                    ElseValue::Block(b) => self.block(b),
+                };
+                quote!(::mpm_core::trace::if_value(#cond, || #then, || #otherwise))
+            }
+            Expr::Block(b) => self.block(b),
+            Expr::Array(items) => {
+                let items = all(items);
+                quote!(::mpm_core::trace::array([#(::mpm_core::trace::into_expr(#items)),*]))
+            }
+            Expr::Repeat(x, n) => {
+                let x = self.expr(x);
+                quote!(::mpm_core::trace::array_splat::<_, { #n }>(#x))
+            }
+            Expr::Tuple(items) => {
+                let items = all(items);
+                match items.len() {
+                    2 => quote!(::mpm_core::trace::tuple2(#(#items),*)),
+                    3 => quote!(::mpm_core::trace::tuple3(#(#items),*)),
+                    _ => quote!(()),
+                }
+            }
+        }
+    }
+
+    /// The traced body of a func lives in a module named after the func, one level below the
+    /// func's own: a path starting with `super` needs one more.
+    fn traced_path(&self, path: &syn::Path) -> syn::Path {
+        let mut path = path.clone();
+        if self.in_func && path.segments.first().is_some_and(|s| s.ident == "super") {
+            path.segments.insert(0, syn::parse_quote!(super));
+        }
+        path
+    }
+}

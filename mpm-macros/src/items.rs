@@ -1,0 +1,346 @@
+//! The items `#[kernel]` and `#[func]` expand to: the checked body printed by both emitters,
+//! wrapped in the launcher (kernels) or the function and its trace module (funcs).
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::{Error, ItemFn, Pat, Result};
+
+use crate::check;
+use crate::checked::{Domain, ParLoop, Top};
+use crate::emit_cpu;
+use crate::emit_trace::Trace;
+use crate::signature::{arg_name, kernel_params, Param};
+
+fn check_fn(f: &ItemFn, what: &str) -> Result<()> {
+    let sig = &f.sig;
+    let bad = |node: &dyn quote::ToTokens, msg: String| Err(Error::new_spanned(node, msg));
+    if let Some(a) = &sig.asyncness {
+        return bad(a, format!("{what}s cannot be async"));
+    }
+    if let Some(u) = &sig.unsafety {
+        return bad(u, format!("{what}s cannot be unsafe"));
+    }
+    if let Some(c) = &sig.constness {
+        return bad(c, format!("{what}s cannot be const"));
+    }
+    if let Some(v) = &sig.variadic {
+        return bad(v, format!("{what}s cannot be variadic"));
+    }
+    if !sig.generics.params.is_empty() {
+        return bad(&sig.generics, format!("{what}s cannot be generic"));
+    }
+    Ok(())
+}
+
+/// `#[kernel]`.
+pub fn kernel(f: ItemFn) -> TokenStream {
+    let params = match check_fn(&f, "kernel").and_then(|()| kernel_params(&f.sig)) {
+        Ok(p) => p,
+        Err(e) => return e.to_compile_error(),
+    };
+    match check::kernel_body(&f, &params) {
+        Ok(tops) => kernel_item(&f, &params, &tops),
+        Err(e) => {
+            // Keep the kernel's name defined so that callers do not add unrelated errors.
+            let error = e.to_compile_error();
+            let (vis, name, inputs) = (&f.vis, &f.sig.ident, plain_inputs(&f.sig));
+            quote!(
+                #error
+                #[allow(unused_variables, clippy::all)]
+                #vis fn #name(#inputs) -> ::core::result::Result<(), ::mpm_core::Error> {
+                    ::core::unreachable!("this kernel did not compile")
+                }
+            )
+        }
+    }
+}
+
+/// The parameters with `mut` removed (the wrapper only forwards them).
+fn plain_inputs(sig: &syn::Signature) -> TokenStream {
+    let args = sig.inputs.iter().map(|a| match a {
+        syn::FnArg::Typed(pt) => {
+            let mut pt = pt.clone();
+            if let Pat::Ident(pi) = &mut *pt.pat {
+                pi.mutability = None;
+            }
+            quote!(#pt)
+        }
+        other => quote!(#other),
+    });
+    quote!(#(#args),*)
+}
+
+/// One parallel loop on the CPU: each worker makes its `Local` views of the fields the body
+/// uses once, and the body takes them, with the fields shadowed by those views, or for
+/// `scatter` fields by `ScatterView`s on the worker's private copies (`__copies`).
+fn cpu_loop(l: &ParLoop) -> TokenStream {
+    let (var, used, scatter) = (&l.var, &l.used, &l.scatter);
+    let body = emit_cpu::stmts(&l.body);
+    let init = quote!(|| (#(#used.local(),)*));
+    let k = 0..scatter.len();
+    let copies = (!scatter.is_empty()).then(|| quote!(__copies,));
+    let worker = quote! {
+        |__worker, #copies #var| {
+            let (#(#used,)*) = __worker;
+            #(let #scatter = ::mpm_core::scatter::ScatterView::new(#scatter, __copies[#k]);)*
+            { #body }
+        }
+    };
+    let scatter_range = |start: TokenStream, end: TokenStream| {
+        quote! {
+            ::mpm_core::scatter::par_scatter(
+                __args.reproducible,
+                #start,
+                #end,
+                &[#(&#scatter as &dyn ::mpm_core::scatter::ScatterField),*],
+                #init,
+                #worker,
+            );
+        }
+    };
+    match &l.domain {
+        Domain::Active(field) => quote!(::mpm_core::host::par_active(&#field, #init, #worker);),
+        Domain::Indices(field) if scatter.is_empty() => {
+            quote!(::mpm_core::host::par_indices(&#field, #init, #worker);)
+        }
+        Domain::Indices(field) => scatter_range(quote!(0u32), quote!(#field.shape()[0])),
+        Domain::Range(a, b) => {
+            let (a, b) = (emit_cpu::expr(a), emit_cpu::expr(b));
+            if scatter.is_empty() {
+                quote!(::mpm_core::host::par_for(#a, #b, #init, #worker);)
+            } else {
+                scatter_range(a, b)
+            }
+        }
+    }
+}
+
+/// One parallel loop traced, and the loop's index range as the launcher computes it.
+fn trace_loop(l: &ParLoop, trace: &Trace) -> (TokenStream, TokenStream) {
+    let var = &l.var;
+    let label = var.to_string();
+    let body = trace.stmts(&l.body);
+    match &l.domain {
+        Domain::Active(field) => (
+            quote!(::mpm_core::trace::par_active(#label, #field, |#var| { #body });),
+            quote!(::mpm_core::abi::active_range(#field)),
+        ),
+        Domain::Indices(field) => (
+            quote!(::mpm_core::trace::par_indices(#label, #field, |#var| { #body });),
+            quote!(::mpm_core::abi::indices_range(&#field.shape())),
+        ),
+        Domain::Range(a, b) => {
+            let (ta, tb) = (trace.expr(a), trace.expr(b));
+            let (ha, hb) = (emit_cpu::expr(a), emit_cpu::expr(b));
+            (
+                quote!(::mpm_core::trace::par_range(#label, #ta, #tb, |#var| { #body });),
+                quote!(::mpm_core::host::loop_range(#ha, #hb)),
+            )
+        }
+    }
+}
+
+fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
+    let trace = Trace { in_func: false };
+    let (mut cpu_body, mut trace_body, mut ranges) =
+        (TokenStream::new(), TokenStream::new(), Vec::new());
+    for top in tops {
+        match top {
+            Top::Let(s) => {
+                cpu_body.extend(emit_cpu::stmt(s));
+                trace_body.extend(trace.stmt(s));
+            }
+            Top::Loop(l) => {
+                cpu_body.extend(cpu_loop(l));
+                let (traced, range) = trace_loop(l, &trace);
+                trace_body.extend(traced);
+                ranges.push(range);
+            }
+        }
+    }
+
+    let name = &f.sig.ident;
+    let name_str = name.to_string();
+    let vis = &f.vis;
+    let attrs = &f.attrs;
+    let inputs = plain_inputs(&f.sig);
+    let mut field_params = Vec::new();
+    let mut field_names = Vec::new();
+    let mut scalar_tys = Vec::new();
+    let mut trace_decls = Vec::new();
+    let mut cpu_decls = Vec::new();
+    let mut push_scalars = Vec::new();
+    let mut field_idents = Vec::new();
+    for p in params {
+        match p {
+            Param::Field {
+                name,
+                elem,
+                dims,
+                writable,
+                index,
+            } => {
+                let n = name.to_string();
+                let (k, d) = (*index as u32, dims);
+                field_params.push(quote!(::mpm_core::ir::FieldParam {
+                    name: #n.to_string(),
+                    elem: <#elem as ::mpm_core::Value>::ty(),
+                    dims: #d as u32,
+                    writable: #writable,
+                }));
+                field_names.push(n);
+                trace_decls.push(quote!(let #name = ::mpm_core::trace::field::<#elem, #d>(#k);));
+                let ki = *index;
+                cpu_decls.push(quote!(let #name = __args.view::<#elem, #d>(#ki);));
+                field_idents.push(name.clone());
+            }
+            Param::Scalar {
+                name,
+                ty,
+                index,
+                mutable,
+            } => {
+                let k = *index as u32;
+                if *mutable {
+                    // A parameter the body assigns becomes a local variable.
+                    let label = name.to_string();
+                    trace_decls.push(quote!(
+                        let #name = ::mpm_core::trace::let_(#label, ::mpm_core::trace::scalar::<#ty>(#k));
+                    ));
+                } else {
+                    trace_decls.push(quote!(let #name = ::mpm_core::trace::scalar::<#ty>(#k);));
+                }
+                let mutability = mutable.then(|| quote!(mut));
+                cpu_decls.push(quote!(let #mutability #name: #ty = __scalars.read::<#ty>();));
+                scalar_tys.push(ty.clone());
+                push_scalars.push(quote!(::mpm_core::abi::push_scalar(&mut __scalars, &#name);));
+            }
+        }
+    }
+    quote! {
+        #(#attrs)*
+        // A kernel takes every field and constant it uses, as Taichi kernels do.
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #name(#inputs) -> ::core::result::Result<(), ::mpm_core::Error> {
+            #[allow(unused_imports)]
+            use ::mpm_core::builtins::*;
+            #[allow(unused_variables, unused_braces, unused_parens, clippy::all)]
+            fn __trace() -> ::mpm_core::Result<::mpm_core::ir::Kernel> {
+                ::mpm_core::trace::kernel(
+                    #name_str,
+                    ::std::vec![#(#field_params),*],
+                    ::std::vec![#(<#scalar_tys as ::mpm_core::Value>::ty()),*],
+                    || {
+                        #(#trace_decls)*
+                        #trace_body
+                    },
+                )
+            }
+            #[allow(unused_variables, unused_mut, unused_braces, unused_parens, clippy::all)]
+            fn __cpu(__args: &::mpm_core::host::HostArgs<'_>) {
+                let mut __scalars = __args.scalars();
+                #(#cpu_decls)*
+                #cpu_body
+            }
+            static __DESC: ::mpm_core::KernelDesc = ::mpm_core::KernelDesc {
+                name: #name_str,
+                module: ::core::module_path!(),
+                field_names: &[#(#field_names),*],
+                trace: __trace,
+                cpu: __cpu,
+            };
+            #[allow(unused_mut)]
+            let mut __scalars: ::std::vec::Vec<u32> = ::std::vec::Vec::new();
+            #(#push_scalars)*
+            #[allow(unused_parens, clippy::all)]
+            let __ranges = [#(#ranges),*];
+            ::mpm_core::kernel::launch(
+                &__DESC,
+                &[#(#field_idents.backend()),*],
+                ::std::vec![#(#field_idents.arg()),*],
+                &__scalars,
+                &__ranges,
+            )
+        }
+    }
+}
+
+/// `#[func]`.
+pub fn func(f: ItemFn) -> TokenStream {
+    func_item(&f).unwrap_or_else(|e| e.to_compile_error())
+}
+
+fn func_item(f: &ItemFn) -> Result<TokenStream> {
+    check_fn(f, "func")?;
+    let ret = match &f.sig.output {
+        syn::ReturnType::Type(_, t) => (**t).clone(),
+        syn::ReturnType::Default => {
+            return Err(Error::new_spanned(
+                &f.sig,
+                "a func returns a value (`-> T`); funcs cannot write fields",
+            ));
+        }
+    };
+    let mut names = Vec::new();
+    let mut tys = Vec::new();
+    for arg in &f.sig.inputs {
+        let (name, _, ty) = arg_name(arg)?;
+        if let syn::Type::Reference(r) = ty {
+            return Err(Error::new_spanned(
+                r,
+                "funcs take values, not references or fields: pass `x[i]`",
+            ));
+        }
+        names.push(name);
+        tys.push(ty.clone());
+    }
+    let body = check::func_body(&f.block)?;
+    let cpu_body = emit_cpu::stmts(&body);
+    let trace_body = Trace { in_func: true }.stmts(&body);
+    let trace_body = if body.value.is_some() {
+        quote!(let __ret = { #trace_body }; ::mpm_core::trace::return_value::<#ret, _>(__ret);)
+    } else {
+        trace_body
+    };
+
+    let vis = &f.vis;
+    let attrs = &f.attrs;
+    let name = &f.sig.ident;
+    let name_str = name.to_string();
+    let inputs = &f.sig.inputs;
+    let ks = 0..names.len();
+    Ok(quote! {
+        #(#attrs)*
+        #[inline]
+        #[allow(unused_parens, unused_braces, clippy::all)]
+        #vis fn #name(#inputs) -> #ret {
+            #[allow(unused_imports)]
+            use ::mpm_core::builtins::*;
+            #cpu_body
+        }
+
+        #[doc(hidden)]
+        #[allow(non_snake_case)]
+        #vis mod #name {
+            #[allow(unused_imports)]
+            use super::*;
+            /// Traces a call of the func (the GPU lowering).
+            #[allow(unused_variables, unused_mut, unused_braces, unused_parens, clippy::all)]
+            pub fn expand(
+                #(#names: impl ::mpm_core::trace::IntoExpr<#tys>),*
+            ) -> ::mpm_core::trace::Expr<#ret> {
+                #[allow(unused_imports)]
+                use ::mpm_core::builtins::*;
+                ::mpm_core::trace::call::<#ret>(
+                    ::core::concat!(::core::module_path!(), "::", #name_str),
+                    #name_str,
+                    &[#(::mpm_core::trace::arg(::mpm_core::trace::into_expr::<#tys, _>(#names))),*],
+                    |__params| {
+                        #(let #names: ::mpm_core::trace::Expr<#tys> = ::mpm_core::trace::param(__params, #ks);)*
+                        #trace_body
+                    },
+                )
+            }
+        }
+    })
+}
