@@ -13,7 +13,7 @@
 
 use glam::Vec3;
 
-use crate::lang::{Float, FloatVec, Matrix, Num, NumScalar, Outer};
+use crate::lang::{floor_f32, Float, FloatVec, Matrix, Num, NumScalar, Outer};
 
 /// Builtins that are not IR calls (they trace to constructions, selects, casts and funcs):
 /// the CPU function from `lang`, the tracer from `trace`.
@@ -86,12 +86,12 @@ macro_rules! builtins {
 
 builtins! {
     Abs abs.abs <T: Num>(a: T) -> T { a.map(NumScalar::abs_) }
-    Floor floor.floor <T: Float>(a: T) -> T { a.map(f32::floor) }
+    Floor floor.floor <T: Float>(a: T) -> T { a.map(floor_f32) }
     Ceil ceil.ceil <T: Float>(a: T) -> T { a.map(f32::ceil) }
     /// Rounds half away from zero (Rust's `round`).
     Round round.round <T: Float>(a: T) -> T { a.map(f32::round) }
     /// `x - floor(x)`.
-    Fract fract.fract <T: Float>(a: T) -> T { a.map(|x| x - x.floor()) }
+    Fract fract.fract <T: Float>(a: T) -> T { a.map(|x| x - floor_f32(x)) }
     Sqrt sqrt.sqrt <T: Float>(a: T) -> T { a.map(f32::sqrt) }
     Exp exp.exp <T: Float>(a: T) -> T { a.map(f32::exp) }
     /// Natural logarithm.
@@ -139,6 +139,40 @@ pub use crate::rng::{rand_f32, rand_u32};
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn floor_is_libms_bit_for_bit() {
+        let mut values = vec![
+            0.0f32,
+            -0.0,
+            0.5,
+            -0.5,
+            1.0,
+            -1.0,
+            2.5,
+            -2.5,
+            8388607.5,
+            -8388607.5,
+            8388608.0,
+            -8388609.0,
+            1e30,
+            -1e30,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        // And a spread of bit patterns over the whole range.
+        values.extend((0..200_000u32).map(|k| f32::from_bits(k.wrapping_mul(2_654_435_761))));
+        for x in values {
+            assert_eq!(
+                super::floor_f32(x).to_bits(),
+                x.floor().to_bits(),
+                "floor({x:e})"
+            );
+        }
+    }
+
     use super::*;
     use glam::{Mat2, Vec2};
 

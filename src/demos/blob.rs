@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use mpm_core::glam::{IVec2, Mat2, Vec2};
 use mpm_core::rng::rand_f32;
+use mpm_core::solver::kernels::dim2::stencil;
 use mpm_core::{kernel, BackendRef, Field, Layout, Memory, Result, Tree};
-
-use crate::demos::mpm99::quadratic_stencil;
 
 /// How the grid is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,14 +55,16 @@ pub fn p2g(
     p_mass: f32,
 ) {
     for p in x.indices() {
-        let (base, fx, w) = quadratic_stencil(x[p] * inv_dx);
+        let (base, fx, w) = stencil(x[p] * inv_dx, 3);
+        let wx = w[0];
+        let wy = w[1];
         let momentum = p_mass * v[p];
         let affine = p_mass * c[p];
         for i in 0..3 {
             for j in 0..3 {
                 let offset = IVec2::new(i, j);
                 let dpos = (offset.as_vec2() - fx) / inv_dx;
-                let weight = w[i].x * w[j].y;
+                let weight = wx[i] * wy[j];
                 grid_v[base + offset] += weight * (momentum + affine * dpos);
                 grid_m[base + offset] += weight * p_mass;
             }
@@ -104,14 +105,16 @@ pub fn g2p(
     dt: f32,
 ) {
     for p in x.indices() {
-        let (base, fx, w) = quadratic_stencil(x[p] * inv_dx);
+        let (base, fx, w) = stencil(x[p] * inv_dx, 3);
+        let wx = w[0];
+        let wy = w[1];
         let mut new_v = Vec2::ZERO;
         let mut new_c = Mat2::ZERO;
         for i in 0..3 {
             for j in 0..3 {
                 let offset = IVec2::new(i, j);
                 let g_v = grid_v[base + offset];
-                let weight = w[i].x * w[j].y;
+                let weight = wx[i] * wy[j];
                 new_v += weight * g_v;
                 new_c += (4.0 * inv_dx * weight) * outer(g_v, offset.as_vec2() - fx);
             }

@@ -5,185 +5,120 @@
 //! mpm3d: n^3 / 4 particles in [0.15, 0.55]^3, n^3 grid (dt = 2e-4 at n = 64, 8e-5 at 128),
 //! E = 400. Both: density 1, particle volume (dx / 2)^2, gravity 9.8, walls 3 cells thick.
 
-use mpm_core::glam::{IVec2, IVec3, Mat2, Mat3, Vec2, Vec3};
+use mpm_core::glam::{Mat2, Mat3, Vec2, Vec3};
 use mpm_core::rng::rand_f32;
-use mpm_core::{func, kernel, BackendRef, Field, Result};
+use mpm_core::{BackendRef, Field, Result};
 
-use crate::demos::mpm99::quadratic_stencil;
-
-/// One substep of mpm88: clear, P2G with the J-based pressure, grid update, G2P.
-#[kernel]
-pub fn substep_2d(
-    x: &mut Field<Vec2>,
-    v: &mut Field<Vec2>,
-    c: &mut Field<Mat2>,
-    j: &mut Field<f32>,
-    grid_v: &mut Field<Vec2, 2>,
-    grid_m: &mut Field<f32, 2>,
-    n_grid: i32,
-    dt: f32,
-    dx: f32,
-    p_vol: f32,
-    p_mass: f32,
-    e: f32,
-    gravity: f32,
-) {
-    for cell in grid_m.active() {
-        grid_v[cell] = Vec2::ZERO;
-        grid_m[cell] = 0.0;
-    }
-    for p in x.indices() {
-        let (base, fx, w) = quadratic_stencil(x[p] / dx);
-        let stress = -dt * 4.0 * e * p_vol * (j[p] - 1.0) / (dx * dx);
-        let affine = Mat2::from_diagonal(Vec2::splat(stress)) + p_mass * c[p];
-        let momentum = p_mass * v[p];
-        for i in 0..3 {
-            for k in 0..3 {
-                let offset = IVec2::new(i, k);
-                let dpos = (offset.as_vec2() - fx) * dx;
-                let weight = w[i].x * w[k].y;
-                grid_v[base + offset] += weight * (momentum + affine * dpos);
-                grid_m[base + offset] += weight * p_mass;
+/// The substep and its walls, written once for both dimensions with the solver's stencil
+/// (`solver::kernels::dimN::{stencil, offset, to_vec}`), and compiled as [`dim2`] (mpm88) and
+/// [`dim3`] (mpm3d). The third stencil loop runs once in 2D.
+macro_rules! fluid_substep {
+    () => {
+        /// One substep: clear, P2G with the J-based pressure, grid update, G2P.
+        #[kernel]
+        pub fn substep(
+            x: &mut Field<Vec>,
+            v: &mut Field<Vec>,
+            c: &mut Field<Mat>,
+            j: &mut Field<f32>,
+            grid_v: &mut Field<Vec, D>,
+            grid_m: &mut Field<f32, D>,
+            n_grid: i32,
+            dt: f32,
+            dx: f32,
+            p_vol: f32,
+            p_mass: f32,
+            e: f32,
+            gravity: f32,
+        ) {
+            for cell in grid_m.active() {
+                grid_v[cell] = Vec::ZERO;
+                grid_m[cell] = 0.0;
             }
-        }
-    }
-    for cell in grid_m.active() {
-        let m = grid_m[cell];
-        if m > 0.0 {
-            let mut gv = grid_v[cell] / m;
-            gv.y -= dt * gravity;
-            gv = wall_2d(cell, gv, n_grid);
-            grid_v[cell] = gv;
-        }
-    }
-    for p in x.indices() {
-        let (base, fx, w) = quadratic_stencil(x[p] / dx);
-        let mut new_v = Vec2::ZERO;
-        let mut new_c = Mat2::ZERO;
-        for i in 0..3 {
-            for k in 0..3 {
-                let offset = IVec2::new(i, k);
-                let dpos = (offset.as_vec2() - fx) * dx;
-                let g_v = grid_v[base + offset];
-                let weight = w[i].x * w[k].y;
-                new_v += weight * g_v;
-                new_c += (4.0 * weight / (dx * dx)) * outer(g_v, dpos);
-            }
-        }
-        v[p] = new_v;
-        x[p] = x[p] + dt * new_v;
-        j[p] = j[p] * (1.0 + dt * trace(new_c));
-        c[p] = new_c;
-    }
-}
-
-/// Walls three cells thick: no velocity into a wall (particles may leave it).
-#[func]
-pub fn wall_2d(cell: IVec2, v: Vec2, n_grid: i32) -> Vec2 {
-    let mut out = v;
-    if (cell.x < 3 && v.x < 0.0) || (cell.x > n_grid - 3 && v.x > 0.0) {
-        out.x = 0.0;
-    }
-    if (cell.y < 3 && v.y < 0.0) || (cell.y > n_grid - 3 && v.y > 0.0) {
-        out.y = 0.0;
-    }
-    out
-}
-
-/// Walls three cells thick in 3D.
-#[func]
-pub fn wall_3d(cell: IVec3, v: Vec3, n_grid: i32) -> Vec3 {
-    let mut out = v;
-    for a in 0..3 {
-        if (cell[a] < 3 && v[a] < 0.0) || (cell[a] > n_grid - 3 && v[a] > 0.0) {
-            out[a] = 0.0;
-        }
-    }
-    out
-}
-
-/// Quadratic B-spline weights per axis in 3D.
-#[func]
-pub fn quadratic_stencil_3d(xp: Vec3) -> (IVec3, Vec3, [Vec3; 3]) {
-    let base = (xp - Vec3::splat(0.5)).as_ivec3();
-    let fx = xp - base.as_vec3();
-    let a = Vec3::splat(1.5) - fx;
-    let b = fx - Vec3::splat(1.0);
-    let c = fx - Vec3::splat(0.5);
-    (
-        base,
-        fx,
-        [0.5 * a * a, Vec3::splat(0.75) - b * b, 0.5 * c * c],
-    )
-}
-
-/// One substep of mpm3d.
-#[kernel]
-pub fn substep_3d(
-    x: &mut Field<Vec3>,
-    v: &mut Field<Vec3>,
-    c: &mut Field<Mat3>,
-    j: &mut Field<f32>,
-    grid_v: &mut Field<Vec3, 3>,
-    grid_m: &mut Field<f32, 3>,
-    n_grid: i32,
-    dt: f32,
-    dx: f32,
-    p_vol: f32,
-    p_mass: f32,
-    e: f32,
-    gravity: f32,
-) {
-    for cell in grid_m.active() {
-        grid_v[cell] = Vec3::ZERO;
-        grid_m[cell] = 0.0;
-    }
-    for p in x.indices() {
-        let (base, fx, w) = quadratic_stencil_3d(x[p] / dx);
-        let stress = -dt * 4.0 * e * p_vol * (j[p] - 1.0) / (dx * dx);
-        let affine = Mat3::from_diagonal(Vec3::splat(stress)) + p_mass * c[p];
-        let momentum = p_mass * v[p];
-        for i in 0..3 {
-            for k in 0..3 {
-                for l in 0..3 {
-                    let offset = IVec3::new(i, k, l);
-                    let dpos = (offset.as_vec3() - fx) * dx;
-                    let weight = w[i].x * w[k].y * w[l].z;
-                    grid_v[base + offset] += weight * (momentum + affine * dpos);
-                    grid_m[base + offset] += weight * p_mass;
+            for p in x.indices() {
+                let (base, fx, w) = stencil(x[p] / dx, 3);
+                let wx = w[0];
+                let wy = w[1];
+                let wz = w[2];
+                let stress = -dt * 4.0 * e * p_vol * (j[p] - 1.0) / (dx * dx);
+                let affine = Mat::from_diagonal(Vec::splat(stress)) + p_mass * c[p];
+                let momentum = p_mass * v[p];
+                for i in 0..3 {
+                    for k in 0..3 {
+                        for l in 0..QUADRATIC_DEPTH {
+                            let o = offset(i, k, l);
+                            let dpos = (to_vec(o) - fx) * dx;
+                            let weight = wx[i] * wy[k] * wz[l];
+                            grid_v[base + o] += weight * (momentum + affine * dpos);
+                            grid_m[base + o] += weight * p_mass;
+                        }
+                    }
                 }
             }
-        }
-    }
-    for cell in grid_m.active() {
-        let m = grid_m[cell];
-        if m > 0.0 {
-            let mut gv = grid_v[cell] / m;
-            gv.y -= dt * gravity;
-            grid_v[cell] = wall_3d(cell, gv, n_grid);
-        }
-    }
-    for p in x.indices() {
-        let (base, fx, w) = quadratic_stencil_3d(x[p] / dx);
-        let mut new_v = Vec3::ZERO;
-        let mut new_c = Mat3::ZERO;
-        for i in 0..3 {
-            for k in 0..3 {
-                for l in 0..3 {
-                    let offset = IVec3::new(i, k, l);
-                    let dpos = (offset.as_vec3() - fx) * dx;
-                    let g_v = grid_v[base + offset];
-                    let weight = w[i].x * w[k].y * w[l].z;
-                    new_v += weight * g_v;
-                    new_c += (4.0 * weight / (dx * dx)) * outer(g_v, dpos);
+            for cell in grid_m.active() {
+                let m = grid_m[cell];
+                if m > 0.0 {
+                    let mut gv = grid_v[cell] / m;
+                    gv.y -= dt * gravity;
+                    grid_v[cell] = walls(cell, gv, n_grid);
                 }
             }
+            for p in x.indices() {
+                let (base, fx, w) = stencil(x[p] / dx, 3);
+                let wx = w[0];
+                let wy = w[1];
+                let wz = w[2];
+                let mut new_v = Vec::ZERO;
+                let mut new_c = Mat::ZERO;
+                for i in 0..3 {
+                    for k in 0..3 {
+                        for l in 0..QUADRATIC_DEPTH {
+                            let o = offset(i, k, l);
+                            let dpos = (to_vec(o) - fx) * dx;
+                            let g_v = grid_v[base + o];
+                            let weight = wx[i] * wy[k] * wz[l];
+                            new_v += weight * g_v;
+                            new_c += (4.0 * weight / (dx * dx)) * outer(g_v, dpos);
+                        }
+                    }
+                }
+                v[p] = new_v;
+                x[p] = x[p] + dt * new_v;
+                j[p] = j[p] * (1.0 + dt * trace(new_c));
+                c[p] = new_c;
+            }
         }
-        v[p] = new_v;
-        x[p] = x[p] + dt * new_v;
-        j[p] = j[p] * (1.0 + dt * trace(new_c));
-        c[p] = new_c;
-    }
+
+        /// Walls three cells thick: no velocity into a wall (particles may leave it).
+        #[func]
+        pub fn walls(cell: IVec, v: Vec, n_grid: i32) -> Vec {
+            let mut out = v;
+            for a in 0..DIM {
+                if (cell[a] < 3 && v[a] < 0.0) || (cell[a] > n_grid - 3 && v[a] > 0.0) {
+                    out[a] = 0.0;
+                }
+            }
+            out
+        }
+    };
+}
+
+/// mpm88's kernels.
+pub mod dim2 {
+    use mpm_core::dim::d2::{IVec, Mat, Vec, D, DIM};
+    use mpm_core::solver::kernels::dim2::{offset, stencil, to_vec, QUADRATIC_DEPTH};
+    use mpm_core::{func, kernel, Field};
+
+    fluid_substep!();
+}
+
+/// mpm3d's kernels.
+pub mod dim3 {
+    use mpm_core::dim::d3::{IVec, Mat, Vec, D, DIM};
+    use mpm_core::solver::kernels::dim3::{offset, stencil, to_vec, QUADRATIC_DEPTH};
+    use mpm_core::{func, kernel, Field};
+
+    fluid_substep!();
 }
 
 /// Constants shared by both scenes.
@@ -248,7 +183,7 @@ impl Mpm88 {
 
     pub fn substep(&mut self) -> Result<()> {
         let p = self.params;
-        substep_2d(
+        dim2::substep(
             &mut self.x,
             &mut self.v,
             &mut self.c,
@@ -302,7 +237,7 @@ impl Mpm3d {
 
     pub fn substep(&mut self) -> Result<()> {
         let p = self.params;
-        substep_3d(
+        dim3::substep(
             &mut self.x,
             &mut self.v,
             &mut self.c,

@@ -9,30 +9,13 @@ use std::sync::Arc;
 
 use mpm_core::glam::{IVec2, Mat2, Vec2};
 use mpm_core::rng::rand_f32;
-use mpm_core::{func, kernel, BackendRef, Field, Layout, Result, Tree};
+use mpm_core::solver::kernels::dim2::stencil;
+use mpm_core::{kernel, BackendRef, Field, Layout, Result, Tree};
 
 /// Material ids of the scene.
 pub const WATER: i32 = 0;
 pub const JELLY: i32 = 1;
 pub const SNOW: i32 = 2;
-
-/// Quadratic B-spline weights of the three nodes around a particle, per axis.
-#[func]
-pub fn quadratic_weights(fx: Vec2) -> [Vec2; 3] {
-    let a = Vec2::splat(1.5) - fx;
-    let b = fx - Vec2::splat(1.0);
-    let c = fx - Vec2::splat(0.5);
-    [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c]
-}
-
-/// The 3x3 stencil of a particle at `xp` (in cells): its base node, its offset from that
-/// node, and the quadratic B-spline weights per axis.
-#[func]
-pub fn quadratic_stencil(xp: Vec2) -> (IVec2, Vec2, [Vec2; 3]) {
-    let base = (xp - Vec2::splat(0.5)).as_ivec2();
-    let fx = xp - base.as_vec2();
-    (base, fx, quadratic_weights(fx))
-}
 
 /// Physical constants of a run, as kernel scalars.
 #[derive(Clone, Copy, Debug)]
@@ -96,7 +79,10 @@ pub fn substep(
         grid_m[cell] = 0.0;
     }
     for p in x.indices() {
-        let (base, fx, w) = quadratic_stencil(x[p] * inv_dx);
+        // The solver's quadratic stencil: weights per axis in `wx`, `wy`.
+        let (base, fx, w) = stencil(x[p] * inv_dx, 3);
+        let wx = w[0];
+        let wy = w[1];
         let mut fp = (Mat2::IDENTITY + dt * c[p]) * f[p];
         let mat = material[p];
         let mut h = exp(10.0 * (1.0 - jp[p]));
@@ -136,7 +122,7 @@ pub fn substep(
             for jj in 0..3 {
                 let offset = IVec2::new(i, jj);
                 let dpos = (offset.as_vec2() - fx) * dx;
-                let weight = w[i].x * w[jj].y;
+                let weight = wx[i] * wy[jj];
                 grid_v[base + offset] += weight * (p_mass * vp + affine * dpos);
                 grid_m[base + offset] += weight * p_mass;
             }
@@ -163,7 +149,9 @@ pub fn substep(
         }
     }
     for p in x.indices() {
-        let (base, fx, w) = quadratic_stencil(x[p] * inv_dx);
+        let (base, fx, w) = stencil(x[p] * inv_dx, 3);
+        let wx = w[0];
+        let wy = w[1];
         let mut new_v = Vec2::ZERO;
         let mut new_c = Mat2::ZERO;
         for i in 0..3 {
@@ -171,7 +159,7 @@ pub fn substep(
                 let offset = IVec2::new(i, jj);
                 let dpos = offset.as_vec2() - fx;
                 let g_v = grid_v[base + offset];
-                let weight = w[i].x * w[jj].y;
+                let weight = wx[i] * wy[jj];
                 new_v += weight * g_v;
                 new_c += (4.0 * inv_dx * weight) * outer(g_v, dpos);
             }

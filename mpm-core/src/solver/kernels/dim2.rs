@@ -8,8 +8,8 @@ use crate::func;
 use crate::materials::dim2 as materials;
 
 /// Stencil loop depths (the third axis): 2D runs the innermost loop once.
-const QUADRATIC_DEPTH: i32 = 1;
-const CUBIC_DEPTH: i32 = 1;
+pub const QUADRATIC_DEPTH: i32 = 1;
+pub const CUBIC_DEPTH: i32 = 1;
 
 #[path = "mls_mpm.rs"]
 #[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose

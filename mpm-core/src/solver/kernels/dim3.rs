@@ -8,8 +8,8 @@ use crate::func;
 use crate::materials::dim3 as materials;
 
 /// Stencil loop depths (the third axis): as deep as the spline's support.
-const QUADRATIC_DEPTH: i32 = 3;
-const CUBIC_DEPTH: i32 = 4;
+pub const QUADRATIC_DEPTH: i32 = 3;
+pub const CUBIC_DEPTH: i32 = 4;
 
 #[path = "mls_mpm.rs"]
 #[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose
