@@ -1,7 +1,8 @@
 //! The solver library against closed-form mechanics: free fall, conservation of mass and of
-//! linear and angular momentum by the transfers, and its checks on bad input.
+//! linear and angular momentum by the transfers, colliders, friction, and its checks on bad
+//! input. Every check runs on each backend (`cpu::name`, `vulkan::name`).
 
-mod common;
+mod backends;
 
 use mpm::core::glam::{Mat2, Vec2};
 use mpm::core::solver::SolverError;
@@ -9,7 +10,7 @@ use mpm::core::solver::{
     Collider, Condition, Emitter, GridLayout, Material, Region, Sampling, Settings, Shape, Solver2,
     Solver3, Spline, TimeStep, Walls,
 };
-use mpm::{backend, BackendRef};
+use mpm::BackendRef;
 
 fn jelly() -> Material {
     Material::NeoHookean {
@@ -66,25 +67,14 @@ fn free_fall_2d(b: &BackendRef, spline: Spline) {
     }
 }
 
-#[test]
-fn free_fall_matches_kinematics_on_cpu() {
-    let b = backend::cpu();
-    free_fall_2d(&b, Spline::Quadratic);
-    free_fall_2d(&b, Spline::Cubic);
+fn free_fall_both_splines(b: &BackendRef) {
+    free_fall_2d(b, Spline::Quadratic);
+    free_fall_2d(b, Spline::Cubic);
 }
 
-#[test]
-fn free_fall_matches_kinematics_on_vulkan() {
-    common::with_backends(|b| {
-        free_fall_2d(&b.vk, Spline::Quadratic);
-        free_fall_2d(&b.vk, Spline::Cubic);
-    });
-}
-
-#[test]
-fn free_fall_3d() {
+fn free_fall_3d(b: &BackendRef) {
     let dt = 2e-4;
-    let mut s = Solver3::new(&backend::cpu(), Settings::new(32, dt)).expect("solver");
+    let mut s = Solver3::new(b, Settings::new(32, dt)).expect("solver");
     let m = s.add_material(Material::water()).expect("material");
     let region = Region::Sphere {
         centre: [0.5, 0.6, 0.5],
@@ -109,12 +99,12 @@ fn free_fall_3d() {
 }
 
 /// Two jelly blocks of different densities collide head on without gravity.
-fn colliding_blocks(flip: f32, spline: Spline) -> Solver2 {
+fn colliding_blocks(b: &BackendRef, flip: f32, spline: Spline) -> Solver2 {
     let mut settings = Settings::<2>::new(64, 1e-4);
     settings.gravity = [0.0, 0.0];
     settings.flip = flip;
     settings.spline = spline;
-    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let mut s = Solver2::new(b, settings).expect("solver");
     let light = s.add_material(jelly()).expect("material");
     let heavy = s
         .add_material(Material::FixedCorotated {
@@ -164,14 +154,13 @@ fn totals(s: &Solver2, d: f32) -> (f64, [f64; 2], f64) {
     (mass, mom, ang)
 }
 
-#[test]
-fn transfers_conserve_mass_and_linear_momentum() {
+fn transfers_conserve_mass_and_linear_momentum(b: &BackendRef) {
     for (flip, spline) in [
         (0.0, Spline::Quadratic),
         (0.95, Spline::Quadratic),
         (0.0, Spline::Cubic),
     ] {
-        let mut s = colliding_blocks(flip, spline);
+        let mut s = colliding_blocks(b, flip, spline);
         let dx = s.settings().dx;
         let (mass0, mom0, _) = totals(&s, 0.0);
         let scale = mom0[0].abs() + 3000.0 * 0.01 * 2.0; // momentum of the heavier block
@@ -205,13 +194,12 @@ fn transfers_conserve_mass_and_linear_momentum() {
     }
 }
 
-#[test]
-fn apic_conserves_angular_momentum() {
+fn apic_conserves_angular_momentum(b: &BackendRef) {
     // A spinning jelly disc, no gravity: APIC transfers conserve angular momentum (Jiang et
     // al. 2015, section 5.3); elastic forces from a symmetric stress do too.
     let mut settings = Settings::<2>::new(64, 1e-4);
     settings.gravity = [0.0, 0.0];
-    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let mut s = Solver2::new(b, settings).expect("solver");
     let m = s.add_material(jelly()).expect("material");
     let centre = [0.5f32, 0.5];
     let disc = Region::Sphere {
@@ -244,15 +232,14 @@ fn apic_conserves_angular_momentum() {
     );
 }
 
-#[test]
-fn particles_leaving_the_domain_are_removed() {
+fn particles_leaving_the_domain_are_removed(b: &BackendRef) {
     let mut settings = Settings::<2>::new(32, 2e-4);
     settings.walls = Walls {
         thickness: 0,
         condition: Condition::Sticky,
     };
     settings.check_every = 5;
-    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let mut s = Solver2::new(b, settings).expect("solver");
     let m = s.add_material(Material::water()).expect("material");
     let region = Region::Box {
         min: [0.3, 0.3],
@@ -273,9 +260,8 @@ fn particles_leaving_the_domain_are_removed() {
     );
 }
 
-#[test]
-fn emitters_add_particles_over_time() {
-    let mut s = Solver2::new(&backend::cpu(), Settings::new(64, 2e-4)).expect("solver");
+fn emitters_add_particles_over_time(b: &BackendRef) {
+    let mut s = Solver2::new(b, Settings::new(64, 2e-4)).expect("solver");
     let m = s.add_material(Material::water()).expect("material");
     s.add_emitter(Emitter {
         region: Region::Box {
@@ -298,10 +284,9 @@ fn emitters_add_particles_over_time() {
     assert_eq!(s.particles.count(), 5 * 3 * 6);
 }
 
-#[test]
-fn colliders_hold_material_up() {
+fn colliders_hold_material_up(b: &BackendRef) {
     // A water drop falls on a sphere and on a box held in mid air; none gets inside them.
-    let mut s = Solver2::new(&backend::cpu(), Settings::new(64, 2e-4)).expect("solver");
+    let mut s = Solver2::new(b, Settings::new(64, 2e-4)).expect("solver");
     let m = s.add_material(jelly()).expect("material");
     s.add_collider(Collider::fixed(
         Shape::Sphere {
@@ -349,11 +334,10 @@ fn colliders_hold_material_up() {
     );
 }
 
-#[test]
-fn a_moving_collider_pushes_material() {
+fn a_moving_collider_pushes_material(b: &BackendRef) {
     let mut settings = Settings::<2>::new(64, 2e-4);
     settings.gravity = [0.0, 0.0];
-    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let mut s = Solver2::new(b, settings).expect("solver");
     let m = s.add_material(Material::water()).expect("material");
     s.add_collider(Collider {
         shape: Shape::Box {
@@ -377,12 +361,11 @@ fn a_moving_collider_pushes_material() {
     assert_eq!(behind, 0, "{behind} particles were left behind the paddle");
 }
 
-#[test]
-fn divergence_is_reported_with_step_particle_and_material() {
+fn divergence_is_reported_with_step_particle_and_material(b: &BackendRef) {
     // Far too large a time step for stiff jelly: it must blow up, and say so.
     let mut settings = Settings::<2>::new(64, 5e-3);
     settings.check_every = 1;
-    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let mut s = Solver2::new(b, settings).expect("solver");
     let m = s
         .add_material(Material::NeoHookean {
             density: 1.0,
@@ -418,15 +401,14 @@ fn divergence_is_reported_with_step_particle_and_material() {
     }
 }
 
-#[test]
-fn adaptive_time_step_follows_the_speed_and_the_wave_speed() {
+fn adaptive_time_step_follows_the_speed_and_the_wave_speed(b: &BackendRef) {
     let mut settings = Settings::<2>::new(64, 1e-3);
     settings.time_step = TimeStep::Adaptive {
         cfl: 0.5,
         max: 1e-3,
     };
     settings.gravity = [0.0, 0.0];
-    let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+    let mut s = Solver2::new(b, settings).expect("solver");
     let m = s.add_material(Material::water()).expect("material");
     let dx = s.settings().dx;
     let region = Region::Box {
@@ -440,7 +422,7 @@ fn adaptive_time_step_follows_the_speed_and_the_wave_speed() {
     // Sound (26 m/s) is faster than the particles (5 m/s): it sets dt.
     assert!((dt - 0.5 * dx / wave).abs() < 1e-9, "dt {dt}");
     // Much faster particles take over; the histogram bound is at most 2^(1/4) above.
-    let mut s2 = Solver2::new(&backend::cpu(), s.settings().clone()).expect("solver");
+    let mut s2 = Solver2::new(b, s.settings().clone()).expect("solver");
     let m2 = s2.add_material(Material::water()).expect("material");
     s2.add_particles(&region, Sampling::Regular, 1.0 / 128.0, m2, [60.0, 0.0])
         .expect("particles");
@@ -452,12 +434,11 @@ fn adaptive_time_step_follows_the_speed_and_the_wave_speed() {
     );
 }
 
-#[test]
-fn sparse_and_dense_grids_agree() {
+fn sparse_and_dense_grids_agree(b: &BackendRef) {
     let run = |grid: GridLayout| {
         let mut settings = Settings::<2>::new(64, 2e-4);
         settings.grid = grid;
-        let mut s = Solver2::new(&backend::cpu(), settings).expect("solver");
+        let mut s = Solver2::new(b, settings).expect("solver");
         let w = s.add_material(Material::water()).expect("water");
         let snow = s.add_material(Material::snow()).expect("snow");
         s.add_particles(
@@ -511,34 +492,32 @@ fn sparse_and_dense_grids_agree() {
     }
 }
 
-#[test]
-fn bad_settings_and_inputs_are_named() {
-    let b = backend::cpu();
+fn bad_settings_and_inputs_are_named(b: &BackendRef) {
     let msg = |r: mpm::core::solver::Result<Solver2>| match r {
         Err(e) => e.to_string(),
         Ok(_) => panic!("expected an error"),
     };
     let mut s = Settings::<2>::new(64, 1e-4);
     s.flip = 1.5;
-    assert!(msg(Solver2::new(&b, s)).contains("flip"));
+    assert!(msg(Solver2::new(b, s)).contains("flip"));
     let mut s = Settings::<2>::new(64, 1e-4);
     s.time_step = TimeStep::Fixed(f32::NAN);
-    assert!(msg(Solver2::new(&b, s)).contains("time step"));
+    assert!(msg(Solver2::new(b, s)).contains("time step"));
     let mut s = Settings::<2>::new(64, 1e-4);
     s.grid = GridLayout::Sparse {
         block: 5,
         bitmasked: false,
         reserve: 10,
     };
-    assert!(msg(Solver2::new(&b, s)).contains("divide"));
+    assert!(msg(Solver2::new(b, s)).contains("divide"));
     let mut s = Settings::<2>::new(64, 1e-4);
     s.walls.thickness = 2;
-    assert!(msg(Solver2::new(&b, s)).contains("at least 3 cells thick"));
+    assert!(msg(Solver2::new(b, s)).contains("at least 3 cells thick"));
     let mut s = Settings::<2>::new(64, 1e-4);
     s.damping = -1.0;
-    assert!(msg(Solver2::new(&b, s)).contains("damping"));
+    assert!(msg(Solver2::new(b, s)).contains("damping"));
 
-    let mut solver = Solver2::new(&b, Settings::new(64, 1e-4)).expect("solver");
+    let mut solver = Solver2::new(b, Settings::new(64, 1e-4)).expect("solver");
     let e = solver
         .add_material(Material::NeoHookean {
             density: 1000.0,
@@ -579,8 +558,8 @@ fn bad_settings_and_inputs_are_named() {
 }
 
 /// Distance a jelly block slides down a plane tilted by `angle` in `t` seconds.
-fn slide(angle: f32, friction: f32, t: f64) -> f32 {
-    let mut s = Solver2::new(&backend::cpu(), Settings::new(64, 1e-4)).expect("solver");
+fn slide(b: &BackendRef, angle: f32, friction: f32, t: f64) -> f32 {
+    let mut s = Solver2::new(b, Settings::new(64, 1e-4)).expect("solver");
     let m = s
         .add_material(Material::NeoHookean {
             density: 1000.0,
@@ -619,27 +598,42 @@ fn slide(angle: f32, friction: f32, t: f64) -> f32 {
     -((c1[0] - c0[0]) * cos + (c1[1] - c0[1]) * sin)
 }
 
-#[test]
-fn coulomb_friction_on_an_inclined_plane() {
+fn coulomb_friction_on_an_inclined_plane(b: &BackendRef) {
     // A block on a slope of angle theta under friction mu slides with acceleration
     // g (sin theta - mu cos theta), or sticks when mu >= tan theta.
     let (angle, g, t) = (20f32.to_radians(), 9.8f32, 0.25f64);
-    let free = slide(angle, 0.0, t);
+    let free = slide(b, angle, 0.0, t);
     let expected = 0.5 * g * angle.sin() * (t * t) as f32;
     assert!(
         (free - expected).abs() < 0.1 * expected,
         "frictionless slide {free}, expected {expected}"
     );
     let mu = 0.2;
-    let rough = slide(angle, mu, t);
+    let rough = slide(b, angle, mu, t);
     let expected_rough = 0.5 * g * (angle.sin() - mu * angle.cos()) * (t * t) as f32;
     assert!(
         (rough - expected_rough).abs() < 0.2 * expected_rough,
         "slide under mu = {mu}: {rough}, expected {expected_rough}"
     );
-    let stuck = slide(angle, 0.6, t);
+    let stuck = slide(b, angle, 0.6, t);
     assert!(
         stuck.abs() < 0.05 * expected,
         "mu = 0.6 > tan(20 deg) must hold the block, it slid {stuck}"
     );
+}
+
+per_backend! {
+    free_fall_both_splines => free_fall_both_splines,
+    free_fall_3d => free_fall_3d,
+    transfers_conserve_mass_and_linear_momentum => transfers_conserve_mass_and_linear_momentum,
+    apic_conserves_angular_momentum => apic_conserves_angular_momentum,
+    particles_leaving_the_domain_are_removed => particles_leaving_the_domain_are_removed,
+    emitters_add_particles_over_time => emitters_add_particles_over_time,
+    colliders_hold_material_up => colliders_hold_material_up,
+    a_moving_collider_pushes_material => a_moving_collider_pushes_material,
+    divergence_is_reported_with_step_particle_and_material => divergence_is_reported_with_step_particle_and_material,
+    adaptive_time_step_follows_the_speed_and_the_wave_speed => adaptive_time_step_follows_the_speed_and_the_wave_speed,
+    sparse_and_dense_grids_agree => sparse_and_dense_grids_agree,
+    bad_settings_and_inputs_are_named => bad_settings_and_inputs_are_named,
+    coulomb_friction_on_an_inclined_plane => coulomb_friction_on_an_inclined_plane,
 }
