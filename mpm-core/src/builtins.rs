@@ -22,6 +22,7 @@ macro_rules! lowered_elsewhere {
         pub use crate::lang::$name;
         #[doc(hidden)]
         pub mod $name {
+            pub use crate::lang::$name as cpu;
             pub use crate::trace::$name as expand;
         }
     )*};
@@ -64,6 +65,13 @@ macro_rules! builtins {
                 #[allow(unused_imports)]
                 use crate::trace::{Expr, Float, FloatVec, IntoExpr, Matrix, Num, Outer};
 
+                /// The CPU function, as method calls reach it (so that a method that does
+                /// not exist is one error, not one per lowering).
+                #[inline(always)]
+                pub fn cpu<$($g: crate::lang::$bound),*>($($arg: $aty),*) -> $ret {
+                    super::$name($($arg),*)
+                }
+
                 /// Traces a call (the GPU lowering).
                 pub fn expand<$($g: $bound),*>($($arg: impl IntoExpr<$aty>),*) -> Expr<$ret> {
                     crate::trace::builtin(super::Builtin::$variant, vec![$($arg.into_expr().id()),*])
@@ -78,6 +86,7 @@ macro_rules! builtins {
             pub use crate::lang::index as col;
             #[doc(hidden)]
             pub mod col {
+                pub use crate::lang::index as cpu;
                 pub use crate::trace::index as expand;
             }
         }

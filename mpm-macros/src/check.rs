@@ -565,10 +565,10 @@ impl Checker {
         for a in &mc.args {
             args.push(self.expr(a)?);
         }
-        let method = &mc.method;
-        let path: syn::Path =
-            syn::parse_quote_spanned!(method.span()=> ::mpm_core::builtins::methods::#method);
-        Ok(Expr::Call { path, args })
+        Ok(Expr::Method {
+            method: mc.method.clone(),
+            args,
+        })
     }
 }
 

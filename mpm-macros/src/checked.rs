@@ -134,10 +134,16 @@ pub enum Expr {
     },
     Index(Box<Expr>, Box<Expr>),
     Member(Box<Expr>, syn::Member, u32),
-    /// A builtin, a builtin method or a user func: a function and a module of the same
-    /// name whose `expand` traces the call.
+    /// A builtin or a user func: a function and a module of the same name whose `expand`
+    /// traces the call.
     Call {
         path: Path,
+        args: Vec<Expr>,
+    },
+    /// `x.name(args)`: the builtin `mpm_core::builtins::methods::name`, whose module holds
+    /// both lowerings (`cpu` and `expand`), so that an unknown method is one error.
+    Method {
+        method: Ident,
         args: Vec<Expr>,
     },
     /// `Type::f(args)` on a glam type or an alias of one.

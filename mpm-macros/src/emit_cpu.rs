@@ -201,6 +201,10 @@ pub fn expr(e: &Expr) -> TokenStream {
             let args = all(args);
             quote_spanned!(path.span()=> #path(#(#args),*))
         }
+        Expr::Method { method, args } => {
+            let args = all(args);
+            quote_spanned!(method.span()=> ::mpm_core::builtins::methods::#method::cpu(#(#args),*))
+        }
         // glam's own associated function (keeps the user's imports meaningful).
         Expr::Associated { path, args, .. } => {
             let args = all(args);

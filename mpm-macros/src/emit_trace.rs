@@ -226,6 +226,10 @@ impl Trace {
                 let path = self.traced_path(path);
                 quote_spanned!(path.span()=> #path::expand(#(#args),*))
             }
+            Expr::Method { method, args } => {
+                let args = all(args);
+                quote_spanned!(method.span()=> ::mpm_core::builtins::methods::#method::expand(#(#args),*))
+            }
             Expr::Associated {
                 path,
                 ctor,
