@@ -9,6 +9,7 @@ use mpm::{backend, BackendRef, Field};
 
 per_backend! {
     every_type_and_dimension_round_trips => check_round_trips,
+    a_range_upload_writes_only_its_elements => check_upload_at,
 }
 
 /// Distinct values of each type, built from an index.
@@ -126,6 +127,32 @@ fn check_round_trips(b: &BackendRef) {
     all_dims::<UVec3>(b);
     all_dims::<Mat2>(b);
     all_dims::<Mat3>(b);
+}
+
+/// `upload_at` (what appending particles uses) writes its elements and leaves the rest;
+/// a range past the end is refused and changes nothing.
+fn check_upload_at(b: &BackendRef) {
+    let mut f = Field::<Mat3>::new(b, [11]).expect("allocates");
+    let data: Vec<Mat3> = (0..11).map(Mat3::sample).collect();
+    f.upload(&data).expect("uploads");
+    let patch: Vec<Mat3> = (100..104).map(Mat3::sample).collect();
+    f.upload_at(5, &patch).expect("writes 5..9");
+    let mut expected = data.clone();
+    expected[5..9].copy_from_slice(&patch);
+    assert_eq!(
+        f.download().expect("downloads"),
+        expected,
+        "{}",
+        b.describe()
+    );
+    f.upload_at(11, &[]).expect("an empty range at the end");
+    assert!(f.upload_at(8, &patch).is_err(), "8 + 4 > 11 is refused");
+    assert_eq!(
+        f.download().expect("downloads"),
+        expected,
+        "{}",
+        b.describe()
+    );
 }
 
 #[test]

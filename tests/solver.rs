@@ -557,6 +557,53 @@ fn bad_settings_and_inputs_are_named(b: &BackendRef) {
     assert!(e.to_string().contains("radius"), "{e}");
 }
 
+/// Bodies added one after another keep the earlier ones, in order, when the particle fields
+/// grow, and a body larger than one upload batch (2^18 particles) arrives whole.
+fn adding_bodies_keeps_the_earlier_ones(b: &BackendRef) {
+    let mut s = Solver2::new(b, Settings::new(64, 1e-4)).expect("solver");
+    let m = s.add_material(jelly()).expect("material");
+    let small = Region::Box {
+        min: [0.2, 0.2],
+        max: [0.3, 0.3],
+    };
+    let n1 = s
+        .add_particles(&small, Sampling::Regular, 1.0 / 128.0, m, [0.0, 0.0])
+        .expect("first body");
+    let (first, _) = s.positions().expect("positions");
+    let big = Region::Box {
+        min: [0.1, 0.4],
+        max: [0.9, 0.9],
+    };
+    let n2 = s
+        .add_particles(&big, Sampling::Regular, 1.0 / 1000.0, m, [0.0, 0.0])
+        .expect("second body");
+    assert!(
+        n2 > 1 << 18,
+        "the second body ({n2}) must span several batches"
+    );
+    let (all, materials) = s.positions().expect("positions");
+    assert_eq!(all.len(), n1 + n2);
+    assert_eq!(
+        &all[..n1],
+        &first[..],
+        "the first body moved or was overwritten"
+    );
+    assert!(materials.iter().all(|&id| id == 0));
+    let inside = |p: &[f32; 2], r: &Region<2>| match r {
+        Region::Box { min, max } => (0..2).all(|a| p[a] >= min[a] && p[a] <= max[a]),
+        _ => false,
+    };
+    assert!(
+        all[n1..].iter().all(|p| inside(p, &big)),
+        "the second body is whole"
+    );
+    let last = all[n1 + n2 - 1];
+    assert!(
+        last[0] > 0.89 && last[1] > 0.89,
+        "its last particle {last:?}"
+    );
+}
+
 /// Distance a jelly block slides down a plane tilted by `angle` in `t` seconds.
 fn slide(b: &BackendRef, angle: f32, friction: f32, t: f64) -> f32 {
     let mut s = Solver2::new(b, Settings::new(64, 1e-4)).expect("solver");
@@ -623,6 +670,7 @@ fn coulomb_friction_on_an_inclined_plane(b: &BackendRef) {
 }
 
 per_backend! {
+    adding_bodies_keeps_the_earlier_ones => adding_bodies_keeps_the_earlier_ones,
     free_fall_both_splines => free_fall_both_splines,
     free_fall_3d => free_fall_3d,
     transfers_conserve_mass_and_linear_momentum => transfers_conserve_mass_and_linear_momentum,

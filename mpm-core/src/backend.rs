@@ -113,7 +113,9 @@ pub trait Backend: Send + Sync + 'static {
     fn describe(&self) -> String;
     /// Allocates a zero-filled buffer of `words` 32-bit words.
     fn alloc(&self, words: usize) -> Result<Arc<dyn Buffer>>;
-    fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()>;
+    /// Writes `words` into the buffer from word `offset` on (an error past its end), so that
+    /// appending to a field copies only what is new.
+    fn write(&self, buffer: &dyn Buffer, offset: usize, words: &[u32]) -> Result<()>;
     fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>>;
     /// Sets the buffer's first `words` words to zero (an error past its end).
     fn fill_zero(&self, buffer: &dyn Buffer, words: usize) -> Result<()>;

@@ -96,7 +96,7 @@ impl<const D: usize> Tree<D> {
         let plan = layout.structure()?;
         let empty = plan.initial_words();
         let structure = backend.alloc(plan.words as usize)?;
-        backend.write(&*structure, &empty)?;
+        backend.write(&*structure, 0, &empty)?;
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
             backend: backend.clone(),
             storage: RwLock::new(Arc::new(Storage {
@@ -128,7 +128,7 @@ impl<const D: usize> Tree<D> {
         let elements = lock(&storage.handed_out)
             .take()
             .and_then(|pools| storage.plan.elements_in_blocks(&pools));
-        backend.write(&*storage.structure, &storage.empty)?;
+        backend.write(&*storage.structure, 0, &storage.empty)?;
         for (buffer, per_element) in storage.fields() {
             let words = elements.map_or(buffer.words(), |e| {
                 (e as usize * per_element).min(buffer.words())
@@ -226,7 +226,7 @@ impl Shared {
         }
         let words = plan.migrate_from(old, &self.backend.read(&*current.structure)?);
         let structure = self.backend.alloc(plan.words as usize)?;
-        self.backend.write(&*structure, &words)?;
+        self.backend.write(&*structure, 0, &words)?;
         let fields = self.lock_fields();
         let mut moved = Vec::with_capacity(fields.len());
         for slot in fields.iter().filter_map(Weak::upgrade) {
@@ -236,7 +236,7 @@ impl Shared {
                 .alloc(plan.elements as usize * slot.per_element)?;
             let mut words = self.backend.read(&*old_buffer)?;
             words.resize(buffer.words(), 0);
-            self.backend.write(&*buffer, &words)?;
+            self.backend.write(&*buffer, 0, &words)?;
             moved.push((slot, buffer));
         }
         // Nothing is replaced until every allocation has succeeded.
@@ -400,20 +400,34 @@ impl<T: Elem, const D: usize> Field<T, D> {
 
     /// Replaces the whole contents (dense fields only: sparse ones are written by kernels).
     pub fn upload(&mut self, data: &[T]) -> Result<()> {
-        if self.tree.is_some() {
-            return Err(Error::Unsupported {
-                backend: "any",
-                what: "uploading into a sparse field; write it with a kernel".into(),
-            });
-        }
-        if data.len() != self.len() {
+        if self.tree.is_none() && data.len() != self.len() {
             return Err(Error::SizeMismatch {
                 expected: self.len(),
                 got: data.len(),
                 shape: self.shape.to_vec(),
             });
         }
-        self.backend.write(&*self.slot.buffer(), &to_words(data))
+        self.upload_at(0, data)
+    }
+
+    /// Writes `data` into elements `start..start + data.len()`, leaving the others as they
+    /// are (dense fields only).
+    pub fn upload_at(&mut self, start: usize, data: &[T]) -> Result<()> {
+        if self.tree.is_some() {
+            return Err(Error::Unsupported {
+                backend: "any",
+                what: "uploading into a sparse field; write it with a kernel".into(),
+            });
+        }
+        if start + data.len() > self.len() {
+            return Err(Error::SizeMismatch {
+                expected: self.len(),
+                got: start + data.len(),
+                shape: self.shape.to_vec(),
+            });
+        }
+        self.backend
+            .write(&*self.slot.buffer(), start * T::WORDS, &to_words(data))
     }
 
     /// Copies the whole contents back, as a dense array (inactive cells of a sparse field

@@ -192,10 +192,20 @@ impl Backend for CpuBackend {
         }))
     }
 
-    fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()> {
+    fn write(&self, buffer: &dyn Buffer, offset: usize, words: &[u32]) -> Result<()> {
         let b = host_buffer(buffer)?;
+        let Some(range) = b.words.get(offset..offset + words.len()) else {
+            return Err(Error::Backend {
+                backend: "cpu",
+                message: format!(
+                    "writing {} words at word {offset} of a buffer of {}",
+                    words.len(),
+                    b.words.len()
+                ),
+            });
+        };
         self.run(|| {
-            b.words
+            range
                 .par_chunks(CHUNK)
                 .zip(words.par_chunks(CHUNK))
                 .for_each(|(dst, src)| {

@@ -74,7 +74,12 @@ impl mpm_core::Backend for TraceOnly {
     fn alloc(&self, words: usize) -> mpm_core::Result<Arc<dyn mpm_core::backend::Buffer>> {
         mpm_cpu::CpuBackend::new().alloc(words)
     }
-    fn write(&self, _: &dyn mpm_core::backend::Buffer, _: &[u32]) -> mpm_core::Result<()> {
+    fn write(
+        &self,
+        _: &dyn mpm_core::backend::Buffer,
+        _: usize,
+        _: &[u32],
+    ) -> mpm_core::Result<()> {
         Ok(())
     }
     fn read(&self, _: &dyn mpm_core::backend::Buffer) -> mpm_core::Result<Vec<u32>> {

@@ -267,8 +267,8 @@ impl Backend for VulkanBackend {
         Ok(Arc::new(self.lock()?.alloc(words)?))
     }
 
-    fn write(&self, buffer: &dyn Buffer, words: &[u32]) -> Result<()> {
-        self.lock()?.write(buffer, words)
+    fn write(&self, buffer: &dyn Buffer, offset: usize, words: &[u32]) -> Result<()> {
+        self.lock()?.write(buffer, offset, words)
     }
 
     fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>> {

@@ -529,21 +529,26 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         }
         let n = positions.len();
         let density = m.density();
-        let mut host = self.particles.download()?;
-        let start = host.len() as u32;
-        host.append(HostParticles {
-            x: positions.iter().map(|p| S::vector(*p)).collect(),
-            v: velocities.iter().map(|v| S::vector(*v)).collect(),
-            c: vec![S::M::zero(); n],
-            grad_u: vec![S::M::zero(); n],
-            tau: vec![S::M::zero(); n],
-            jp: vec![1.0; n],
-            mass: vec![density * volume; n],
-            vol: vec![volume; n],
-            material: vec![material.0; n],
-        });
-        self.particles.upload(&host)?;
-        self.reserve_blocks_for(&host.x)?;
+        let start = self.particles.count();
+        self.particles.reserve(start as usize + n)?;
+        // In batches, so that the host copy of a large body stays small (a 10M-particle body
+        // would otherwise sit on the host a second time, 1.5 GB in 3D, until uploaded).
+        const BATCH: usize = 1 << 18;
+        for (xs, vs) in positions.chunks(BATCH).zip(velocities.chunks(BATCH)) {
+            let k = xs.len();
+            self.particles.append(&HostParticles {
+                x: xs.iter().map(|p| S::vector(*p)).collect(),
+                v: vs.iter().map(|v| S::vector(*v)).collect(),
+                c: vec![S::M::zero(); k],
+                grad_u: vec![S::M::zero(); k],
+                tau: vec![S::M::zero(); k],
+                jp: vec![1.0; k],
+                mass: vec![density * volume; k],
+                vol: vec![volume; k],
+                material: vec![material.0; k],
+            })?;
+        }
+        self.reserve_blocks()?;
         for v in velocities {
             let speed = v.iter().map(|c| c * c).sum::<f32>().sqrt();
             self.speed_bound = self.speed_bound.max(speed);
@@ -810,15 +815,17 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// Makes a sparse grid's pool at least twice the blocks the particles' stencils touch, so
     /// that the next P2G fits (afterwards the pool grows by itself as material spreads, see
     /// [`Tree`]).
-    fn reserve_blocks_for(&mut self, x: &[S::V]) -> Result<()> {
+    fn reserve_blocks(&mut self) -> Result<()> {
         let (GridLayout::Sparse { block, .. }, Some(tree)) = (self.settings.grid, &self.grid.tree)
         else {
             return Ok(());
         };
+        let mut x = self.particles.x.download()?;
+        x.truncate(self.particles.count() as usize);
         let dx = self.settings.dx;
         let per_axis = self.settings.res.map(|r| (r / block).max(1));
         let mut touched = std::collections::HashSet::new();
-        for p in x {
+        for p in &x {
             let c = S::components(*p);
             // The stencil reaches from floor(x - 1) to floor(x) + 2 cells (cubic splines).
             let lo: [u32; D] = std::array::from_fn(|a| {

@@ -174,27 +174,45 @@ impl<V: Elem, M: Elem> Particles<V, M> {
     /// at least, so that emitters adding small batches reallocate rarely, while one large
     /// body wastes little (`Solver::reserve_particles` avoids even that).
     pub fn upload(&mut self, host: &HostParticles<V, M>) -> Result<()> {
-        let n = host.len();
-        if n > self.capacity() as usize {
+        self.count = 0;
+        self.append(host)
+    }
+
+    /// Makes room for `total` particles, keeping those in use: when they do not fit, the
+    /// fields grow (by a quarter at least) and the particles in use are copied once.
+    pub fn reserve(&mut self, total: usize) -> Result<()> {
+        if total > self.capacity() as usize {
+            let old = self.download()?;
             let grown = self.capacity() as usize + self.capacity() as usize / 4;
-            self.grow_to(n.max(grown))?;
+            self.grow_to(total.max(grown))?;
+            self.write_at(0, &old)?;
+            self.count = old.len() as u32;
         }
-        let cap = self.capacity() as usize;
-        fn padded<T: Elem>(data: &[T], cap: usize) -> Vec<T> {
-            let mut v = data.to_vec();
-            v.resize(cap, T::zero());
-            v
-        }
-        self.x.upload(&padded(&host.x, cap))?;
-        self.v.upload(&padded(&host.v, cap))?;
-        self.c.upload(&padded(&host.c, cap))?;
-        self.grad_u.upload(&padded(&host.grad_u, cap))?;
-        self.tau.upload(&padded(&host.tau, cap))?;
-        self.jp.upload(&padded(&host.jp, cap))?;
-        self.mass.upload(&padded(&host.mass, cap))?;
-        self.vol.upload(&padded(&host.vol, cap))?;
-        self.material.upload(&padded(&host.material, cap))?;
+        Ok(())
+    }
+
+    /// Adds particles after those in use, writing only theirs (see `reserve` for growth).
+    pub fn append(&mut self, new: &HostParticles<V, M>) -> Result<()> {
+        let at = self.count as usize;
+        let n = at + new.len();
+        self.reserve(n)?;
+        self.write_at(at, new)?;
         self.count = n as u32;
+        Ok(())
+    }
+
+    /// Writes `host`'s particles into slots `at..` of every field (elements past them keep
+    /// what they hold: only `..count` is ever read).
+    fn write_at(&mut self, at: usize, host: &HostParticles<V, M>) -> Result<()> {
+        self.x.upload_at(at, &host.x)?;
+        self.v.upload_at(at, &host.v)?;
+        self.c.upload_at(at, &host.c)?;
+        self.grad_u.upload_at(at, &host.grad_u)?;
+        self.tau.upload_at(at, &host.tau)?;
+        self.jp.upload_at(at, &host.jp)?;
+        self.mass.upload_at(at, &host.mass)?;
+        self.vol.upload_at(at, &host.vol)?;
+        self.material.upload_at(at, &host.material)?;
         Ok(())
     }
 }

@@ -39,11 +39,11 @@ impl Runtime {
         self.one_shot(|d, cmd| unsafe { d.cmd_fill_buffer(cmd, b, 0, bytes, 0) })
     }
 
-    pub fn write(&mut self, buffer: &dyn Buffer, words: &[u32]) -> Result<()> {
+    pub fn write(&mut self, buffer: &dyn Buffer, offset: usize, words: &[u32]) -> Result<()> {
         let dst = downcast(&self.ctx, buffer, "write")?;
-        if words.len() != dst.words {
+        if offset + words.len() > dst.words {
             return Err(backend_err(format!(
-                "write of {} words into a buffer of {} words",
+                "write of {} words at word {offset} into a buffer of {} words",
                 words.len(),
                 dst.words
             )));
@@ -63,7 +63,7 @@ impl Runtime {
                 dstb,
                 &[vk::BufferCopy {
                     src_offset: 0,
-                    dst_offset: 0,
+                    dst_offset: offset as u64 * 4,
                     size,
                 }],
             )

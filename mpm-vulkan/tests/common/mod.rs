@@ -83,7 +83,7 @@ pub fn final_checks(be: &VulkanBackend) {
 
 pub fn buf(be: &VulkanBackend, words: &[u32]) -> Arc<dyn Buffer> {
     let b = be.alloc(words.len()).unwrap();
-    be.write(&*b, words).unwrap();
+    be.write(&*b, 0, words).unwrap();
     b
 }
 
