@@ -174,8 +174,14 @@ impl<V: Elem, M: Elem> Particles<V, M> {
     /// at least, so that emitters adding small batches reallocate rarely, while one large
     /// body wastes little (`Solver::reserve_particles` avoids even that).
     pub fn upload(&mut self, host: &HostParticles<V, M>) -> Result<()> {
-        self.count = 0;
-        self.append(host)
+        let n = host.len();
+        if n > self.capacity() as usize {
+            let grown = self.capacity() as usize + self.capacity() as usize / 4;
+            self.grow_to(n.max(grown))?;
+        }
+        self.write_at(0, host)?;
+        self.count = n as u32;
+        Ok(())
     }
 
     /// Makes room for `total` particles, keeping those in use: when they do not fit, the
