@@ -17,7 +17,7 @@ use crate::sparse;
 
 use super::pipelines::destroy_pipelines;
 use super::sparse_passes::{record_compaction, record_maintenance, status_stride};
-use super::{downcast, Runtime};
+use super::{downcast, whole, write_storage_bindings, Runtime};
 
 /// Workgroup size of every generated shader.
 pub const LOCAL_SIZE: u32 = 64;
@@ -130,20 +130,10 @@ impl Runtime {
         let (set, layout, pipelines) = (kp.set, kp.layout, kp.pipelines.clone());
         let n = bufs.len();
         // Descriptor writes.
-        let mut infos: Vec<(u32, [vk::DescriptorBufferInfo; 1])> = vec![(
-            glsl::STATUS_BINDING,
-            [vk::DescriptorBufferInfo {
-                buffer: self.status.buffer,
-                offset: 0,
-                range: vk::WHOLE_SIZE,
-            }],
-        )];
+        let mut infos: Vec<(u32, [vk::DescriptorBufferInfo; 1])> =
+            vec![(glsl::STATUS_BINDING, whole(self.status.buffer))];
         for (k, (b, _)) in bufs.iter().enumerate() {
-            let info = [vk::DescriptorBufferInfo {
-                buffer: *b,
-                offset: 0,
-                range: vk::WHOLE_SIZE,
-            }];
+            let info = whole(*b);
             infos.push((glsl::field_binding(k), info));
             if kp.float_views[k] {
                 infos.push((glsl::float_binding(k, n), info));
@@ -153,39 +143,17 @@ impl Runtime {
         for (t, tree) in trees.iter().enumerate() {
             let g = downcast(&self.ctx, tree.structure(), &qname)?;
             tree_bufs.push(g.buffer);
-            infos.push((
-                glsl::tree_binding(t, n),
-                [vk::DescriptorBufferInfo {
-                    buffer: g.buffer,
-                    offset: 0,
-                    range: vk::WHOLE_SIZE,
-                }],
-            ));
+            infos.push((glsl::tree_binding(t, n), whole(g.buffer)));
         }
         for (t, step) in active_steps.iter().enumerate() {
             if let Some(step) = step {
-                infos.push((
-                    glsl::active_binding(t, n, trees.len()),
-                    [vk::DescriptorBufferInfo {
-                        buffer: step.buffer,
-                        offset: 0,
-                        range: vk::WHOLE_SIZE,
-                    }],
-                ));
+                infos.push((glsl::active_binding(t, n, trees.len()), whole(step.buffer)));
             }
         }
-        let writes: Vec<vk::WriteDescriptorSet> = infos
-            .iter()
-            .map(|(b, info)| {
-                vk::WriteDescriptorSet::default()
-                    .dst_set(set)
-                    .dst_binding(*b)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(info)
-            })
-            .collect();
         // SAFETY: the set is not in use by a pending command buffer (every submit is waited on).
-        unsafe { self.ctx.device.update_descriptor_sets(&writes, &[]) };
+        unsafe {
+            write_storage_bindings(&self.ctx.device, set, infos.iter().map(|(b, i)| (*b, i)))
+        };
 
         let caps = self.ctx.caps.clone();
         let loops = pipelines.len() as u32;

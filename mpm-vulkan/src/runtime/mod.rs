@@ -67,6 +67,54 @@ pub(crate) struct Runtime {
     pub compiled: VecDeque<CompiledShader>,
 }
 
+/// A descriptor for all of `buffer`.
+fn whole(buffer: vk::Buffer) -> [vk::DescriptorBufferInfo; 1] {
+    [vk::DescriptorBufferInfo {
+        buffer,
+        offset: 0,
+        range: vk::WHOLE_SIZE,
+    }]
+}
+
+/// Layout bindings of storage buffers for a compute stage, one per binding number.
+fn storage_layout(
+    bindings: impl IntoIterator<Item = u32>,
+) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
+    bindings
+        .into_iter()
+        .map(|b| {
+            vk::DescriptorSetLayoutBinding::default()
+                .binding(b)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(1)
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+        })
+        .collect()
+}
+
+/// Points storage-buffer bindings of `set` at buffers, `(binding, info)` each.
+///
+/// # Safety
+/// `set` must be a live descriptor set that no pending command buffer uses.
+unsafe fn write_storage_bindings<'a>(
+    device: &ash::Device,
+    set: vk::DescriptorSet,
+    infos: impl IntoIterator<Item = (u32, &'a [vk::DescriptorBufferInfo; 1])>,
+) {
+    let writes: Vec<vk::WriteDescriptorSet> = infos
+        .into_iter()
+        .map(|(b, info)| {
+            vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(b)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(info)
+        })
+        .collect();
+    // SAFETY: the caller guarantees `set` is live and idle; the infos outlive the call.
+    unsafe { device.update_descriptor_sets(&writes, &[]) };
+}
+
 fn downcast<'a>(ctx: &Arc<Context>, b: &'a dyn Buffer, kernel: &str) -> Result<&'a GpuBuffer> {
     match b.as_any().downcast_ref::<GpuBuffer>() {
         Some(g) if Arc::ptr_eq(&g.ctx, ctx) => Ok(g),

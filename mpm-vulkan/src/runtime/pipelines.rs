@@ -14,7 +14,7 @@ use crate::glsl::{self, GlslOptions};
 use crate::CompiledShader;
 
 use super::dispatch::LOCAL_SIZE;
-use super::Runtime;
+use super::{storage_layout, Runtime};
 
 /// The pipelines of one kernel specialised for one set of field shapes.
 pub(super) struct KernelPipelines {
@@ -129,16 +129,7 @@ impl Runtime {
         for t in glsl::active_trees(kernel, field_trees, trees) {
             bindings.push(glsl::active_binding(t, n, trees.len()));
         }
-        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = bindings
-            .iter()
-            .map(|&b| {
-                vk::DescriptorSetLayoutBinding::default()
-                    .binding(b)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
-            })
-            .collect();
+        let layout_bindings = storage_layout(bindings.iter().copied());
         let d = &self.ctx.device;
         let mut kp = KernelPipelines {
             set_layout: vk::DescriptorSetLayout::null(),
@@ -236,15 +227,7 @@ impl Runtime {
         bindings: u32,
         spirv: &[Option<Vec<u32>>; N],
     ) -> Result<PassPipelines<N>> {
-        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..bindings)
-            .map(|b| {
-                vk::DescriptorSetLayoutBinding::default()
-                    .binding(b)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
-            })
-            .collect();
+        let layout_bindings = storage_layout(0..bindings);
         let d = &self.ctx.device;
         let mut pp = PassPipelines {
             set_layout: vk::DescriptorSetLayout::null(),

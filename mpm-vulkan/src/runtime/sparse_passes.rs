@@ -15,7 +15,7 @@ use crate::sparse;
 
 use super::dispatch::{workgroups, LOCAL_SIZE};
 use super::pipelines::{destroy_passes, PassPipelines};
-use super::{downcast, Runtime};
+use super::{downcast, whole, write_storage_bindings, Runtime};
 
 /// Bytes between the deactivation dispatches of a launch in `Runtime::maint_dispatch`: the
 /// largest `minStorageBufferOffsetAlignment` Vulkan allows, so any device can bind each one.
@@ -115,30 +115,11 @@ impl Runtime {
             }
             .map_err(|r| vk_err("vkAllocateDescriptorSets", r))?[0];
             let infos = [
-                [vk::DescriptorBufferInfo {
-                    buffer: downcast(&self.ctx, trees[t].structure(), qname)?.buffer,
-                    offset: 0,
-                    range: vk::WHOLE_SIZE,
-                }],
-                [vk::DescriptorBufferInfo {
-                    buffer,
-                    offset: 0,
-                    range: vk::WHOLE_SIZE,
-                }],
+                whole(downcast(&self.ctx, trees[t].structure(), qname)?.buffer),
+                whole(buffer),
             ];
-            let writes: Vec<vk::WriteDescriptorSet> = infos
-                .iter()
-                .enumerate()
-                .map(|(b, info)| {
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(b as u32)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .buffer_info(info)
-                })
-                .collect();
             // SAFETY: the set was just allocated and is not in use.
-            unsafe { d.update_descriptor_sets(&writes, &[]) };
+            unsafe { write_storage_bindings(&d, set, (0..).zip(&infos)) };
             let blocks = sparse::leaf_blocks(plan);
             let Some((_, gx, gy)) = workgroups(blocks.max(1), caps.max_workgroup_count) else {
                 return Err(backend_err(format!(
@@ -288,17 +269,11 @@ impl Runtime {
                 )
             }
             .map_err(|r| vk_err("vkAllocateDescriptorSets", r))?[0];
-            let mut infos = vec![[vk::DescriptorBufferInfo {
-                buffer: downcast(&self.ctx, trees[t].structure(), qname)?.buffer,
-                offset: 0,
-                range: vk::WHOLE_SIZE,
-            }]];
+            let mut infos = vec![whole(
+                downcast(&self.ctx, trees[t].structure(), qname)?.buffer,
+            )];
             for (b, _) in &fields {
-                infos.push([vk::DescriptorBufferInfo {
-                    buffer: downcast(&self.ctx, &**b, qname)?.buffer,
-                    offset: 0,
-                    range: vk::WHOLE_SIZE,
-                }]);
+                infos.push(whole(downcast(&self.ctx, &**b, qname)?.buffer));
             }
             // The queue's pass (pass 1) and its dispatch come together.
             let dispatch = mp.pipelines[1].map(|_| {
@@ -311,19 +286,8 @@ impl Runtime {
                 }]);
                 (dispatch_buffer, offset)
             });
-            let writes: Vec<vk::WriteDescriptorSet> = infos
-                .iter()
-                .enumerate()
-                .map(|(b, info)| {
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(b as u32)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .buffer_info(info)
-                })
-                .collect();
             // SAFETY: the set was just allocated and is not in use.
-            unsafe { d.update_descriptor_sets(&writes, &[]) };
+            unsafe { write_storage_bindings(&d, set, (0..).zip(&infos)) };
             // A full queue must fit the dispatch that pass 0 writes.
             let invocations = key.0.deactivation.as_ref().map_or(0, |q| q.capacity);
             if workgroups(invocations, caps.max_workgroup_count).is_none() {
