@@ -589,12 +589,8 @@ fn adding_bodies_keeps_the_earlier_ones(b: &BackendRef) {
         "the first body moved or was overwritten"
     );
     assert!(materials.iter().all(|&id| id == 0));
-    let inside = |p: &[f32; 2], r: &Region<2>| match r {
-        Region::Box { min, max } => (0..2).all(|a| p[a] >= min[a] && p[a] <= max[a]),
-        _ => false,
-    };
     assert!(
-        all[n1..].iter().all(|p| inside(p, &big)),
+        all[n1..].iter().all(|p| big.contains(*p)),
         "the second body is whole"
     );
     let last = all[n1 + n2 - 1];

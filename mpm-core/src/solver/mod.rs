@@ -358,12 +358,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// nothing.
     pub fn reserve_particles(&mut self, additional: usize) -> Result<()> {
         let want = self.particles.count() as usize + additional;
-        if want > self.particles.capacity() as usize {
-            let host = self.particles.download()?;
-            self.particles.grow_to(want)?;
-            self.particles.upload(&host)?;
-        }
-        Ok(())
+        self.particles.reserve_exact(want)
     }
 
     pub fn add_material(&mut self, material: Material) -> Result<MaterialId> {

@@ -25,7 +25,7 @@ pub struct Particles<V: Elem, M: Elem> {
     count: u32,
 }
 
-/// Particle data on the host, for appending and compacting.
+/// Particle data on the host: new particles, snapshots, compaction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostParticles<V, M> {
     pub x: Vec<V>,
@@ -62,19 +62,6 @@ impl<V: Elem, M: Elem> HostParticles<V, M> {
 
     pub fn is_empty(&self) -> bool {
         self.x.is_empty()
-    }
-
-    /// Appends all of `other`.
-    pub fn append(&mut self, mut other: Self) {
-        self.x.append(&mut other.x);
-        self.v.append(&mut other.v);
-        self.c.append(&mut other.c);
-        self.grad_u.append(&mut other.grad_u);
-        self.tau.append(&mut other.tau);
-        self.jp.append(&mut other.jp);
-        self.mass.append(&mut other.mass);
-        self.vol.append(&mut other.vol);
-        self.material.append(&mut other.material);
     }
 
     /// Drops dead particles (negative material), keeping the others' order.
@@ -176,8 +163,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
     pub fn upload(&mut self, host: &HostParticles<V, M>) -> Result<()> {
         let n = host.len();
         if n > self.capacity() as usize {
-            let grown = self.capacity() as usize + self.capacity() as usize / 4;
-            self.grow_to(n.max(grown))?;
+            self.grow_to(self.grown(n))?;
         }
         self.write_at(0, host)?;
         self.count = n as u32;
@@ -185,12 +171,26 @@ impl<V: Elem, M: Elem> Particles<V, M> {
     }
 
     /// Makes room for `total` particles, keeping those in use: when they do not fit, the
-    /// fields grow (by a quarter at least) and the particles in use are copied once.
+    /// fields grow (by a quarter at least, so that emitters adding small batches reallocate
+    /// rarely) and the particles in use are copied once.
     pub fn reserve(&mut self, total: usize) -> Result<()> {
         if total > self.capacity() as usize {
+            self.reserve_exact(self.grown(total))?;
+        }
+        Ok(())
+    }
+
+    /// The capacity to grow to for `total` particles: a quarter more at least.
+    fn grown(&self, total: usize) -> usize {
+        let capacity = self.capacity() as usize;
+        total.max(capacity + capacity / 4)
+    }
+
+    /// Makes room for exactly `total` particles when they do not fit, keeping those in use.
+    pub fn reserve_exact(&mut self, total: usize) -> Result<()> {
+        if total > self.capacity() as usize {
             let old = self.download()?;
-            let grown = self.capacity() as usize + self.capacity() as usize / 4;
-            self.grow_to(total.max(grown))?;
+            self.grow_to(total)?;
             self.write_at(0, &old)?;
             self.count = old.len() as u32;
         }
