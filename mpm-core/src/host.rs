@@ -66,7 +66,7 @@ impl<'a> HostArgs<'a> {
 
 /// A typed view of one field during a CPU launch.
 pub struct View<'a, T, const D: usize> {
-    words: &'a [AtomicU32],
+    pub(crate) words: &'a [AtomicU32],
     shape: [u32; D],
     tree: Option<Sparse<'a>>,
     field: usize,
@@ -130,10 +130,20 @@ atomic_add_elem!(
     glam::Mat3
 );
 
+/// Element types whose `atomic_add` returns the old value: the one-word scalars.
+#[diagnostic::on_unimplemented(
+    message = "`let old = atomic_add(f, i, v);` needs a field of f32, i32 or u32, not `{Self}`",
+    label = "a field of `{Self}`"
+)]
+pub trait FetchAdd: AtomicAdd {}
+impl FetchAdd for f32 {}
+impl FetchAdd for i32 {}
+impl FetchAdd for u32 {}
+
 impl<'a, T: Elem, const D: usize> View<'a, T, D> {
     /// The in-range coordinates of `index`, raising the out-of-bounds flag otherwise.
     #[inline]
-    fn coords(&self, index: impl FieldIndex<D>) -> Option<[u32; 3]> {
+    pub(crate) fn coords(&self, index: impl FieldIndex<D>) -> Option<[u32; 3]> {
         let c = index.coords(&self.shape);
         if c.is_none() {
             // Keep the first offending field; later ones do not overwrite it.
@@ -290,6 +300,44 @@ impl<'a, T: Elem, const D: usize> Local<'_, 'a, T, D> {
                 cell.fetch_add(*word, Relaxed);
             }
         }
+    }
+
+    /// Atomic `field[index] += value` that returns the element's value before the add
+    /// (`let old = field.atomic_add(index, value);` in a kernel). Out of bounds it adds
+    /// nothing and returns zero.
+    #[inline]
+    pub fn fetch_add(&self, index: impl FieldIndex<D>, value: T) -> T
+    where
+        T: FetchAdd,
+    {
+        let Some(base) = self.view.locate(index, true, &self.cache) else {
+            return T::zero();
+        };
+        let mut w = [0u32; 1];
+        value.write_words(&mut w);
+        let cell = &self.view.words[base];
+        let old = if T::SCALAR == Scalar::F32 {
+            let v = f32::from_bits(w[0]);
+            match cell.fetch_update(Relaxed, Relaxed, |old| {
+                Some((f32::from_bits(old) + v).to_bits())
+            }) {
+                Ok(old) | Err(old) => old,
+            }
+        } else {
+            cell.fetch_add(w[0], Relaxed)
+        };
+        T::read_words(&[old])
+    }
+
+    /// The first word of the element at `c` (in-range coordinates), activating a sparse
+    /// path.
+    #[inline(always)]
+    pub(crate) fn locate_coords(&self, c: [u32; 3]) -> Option<usize> {
+        let element = match &self.view.tree {
+            None => self.view.dense_element(c),
+            Some(tree) => tree.locate_cached::<D>(c, true, &self.cache)? as usize,
+        };
+        Some(element * T::WORDS)
     }
 
     /// The view this worker's accesses go to.

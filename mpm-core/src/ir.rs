@@ -74,6 +74,11 @@ pub enum ExprKind {
         field: u32,
         index: ExprId,
     },
+    /// The extent (u32) of field parameter `field` along `axis`.
+    Extent {
+        field: u32,
+        axis: u32,
+    },
     /// Vector component or matrix column `k`, or tuple member `k`.
     Member(ExprId, u32),
     /// Dynamic index into a local array, vector (component) or matrix (column).
@@ -118,6 +123,14 @@ pub enum Stmt {
     },
     /// `field[index] += value`, atomic; `value` has the field's element type.
     AtomicAdd {
+        field: u32,
+        index: ExprId,
+        value: ExprId,
+    },
+    /// Declares `var` as the value of `field[index]` before an atomic `+= value` (a one-word
+    /// scalar field; zero, and nothing added, out of bounds).
+    FetchAdd {
+        var: VarId,
         field: u32,
         index: ExprId,
         value: ExprId,

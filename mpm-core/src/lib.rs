@@ -5,6 +5,8 @@ extern crate self as mpm_core;
 
 pub mod abi;
 pub mod backend;
+pub mod binning;
+pub mod bins;
 pub mod builtins;
 pub mod dim;
 pub mod error;

@@ -282,6 +282,33 @@ pub fn par_active<T, const D: usize>(
     par_loop(ir::LoopDomain::Active(field.n), name, body);
 }
 
+/// A top-level `for p in grid.bins(order, starts, block)`: one invocation per entry of
+/// `order`; those past `starts[bins]`, the end of the last of the grid's `bins` blocks, do
+/// nothing, the others run the body with `p = order[k]` (see [`crate::bins`] for the CPU).
+pub fn par_bins<G, const D: usize>(
+    name: &str,
+    grid: FieldRef<G, D>,
+    order: FieldRef<u32, 1>,
+    starts: FieldRef<u32, 1>,
+    block: impl IntoExpr<i32>,
+    body: impl FnOnce(Expr<u32>),
+) {
+    let block = block.into_expr();
+    let block = cast::<u32, i32, _>(select(lt(block, 2), 2, block));
+    par_loop(ir::LoopDomain::Indices(order.n), name, |k: Expr<u32>| {
+        let mut bins = constant(1u32);
+        for axis in 0..D as u32 {
+            let extent = Expr::<u32>::new(ExprKind::Extent {
+                field: grid.n,
+                axis,
+            });
+            bins = mul(bins, div(sub(add(extent, block), 1u32), block));
+        }
+        let end = load(starts, bins);
+        if_(lt(k, end), || body(let_("p", load(order, k))), || {});
+    });
+}
+
 /// Integer types a loop variable can have.
 pub trait LoopVar: Value {}
 impl LoopVar for i32 {}
@@ -554,6 +581,24 @@ pub fn atomic_add<T: crate::host::AtomicAdd, const D: usize, A: IntoExpr<T>>(
         index,
         value: value.id,
     });
+}
+
+/// `let old = atomic_add(field, index, value);`: the atomic add, and the value before it.
+pub fn fetch_add<T: crate::host::FetchAdd, const D: usize, A: IntoExpr<T>>(
+    f: FieldRef<T, D>,
+    index: impl FieldIndex<D>,
+    value: A,
+) -> Expr<T> {
+    let index = index.index_expr();
+    let value = value.into_expr();
+    let var = new_var("old", T::ty());
+    push_stmt(Stmt::FetchAdd {
+        var,
+        field: f.n,
+        index,
+        value: value.id,
+    });
+    Expr::new(ExprKind::Var(var))
 }
 
 /// `field[index] -= value` (atomic): an atomic add of `-value` (exact for floats, wrapping

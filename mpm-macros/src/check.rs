@@ -110,7 +110,10 @@ impl Checker {
         if let Some((_, d)) = &init.diverge {
             return err(d, "`let ... else` is not part of the kernel language");
         }
-        let value = self.expr(&init.expr)?;
+        let value = match strip_parens(&init.expr) {
+            syn::Expr::Call(c) if is_named(&c.func, "atomic_add") => self.fetch_add(c)?,
+            other => self.expr(other)?,
+        };
         let (pat, ty) = match &l.pat {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
@@ -508,6 +511,13 @@ impl Checker {
             if ["is_active", "activate", "deactivate"].contains(&id.to_string().as_str()) {
                 return self.activity(c, id);
             }
+            if id == "atomic_add" {
+                return err(
+                    c,
+                    "`atomic_add(f, i, v)` is the whole value of a `let`: \
+                     `let old = atomic_add(f, i, v);` (for the add alone, write `f[i] += v`)",
+                );
+            }
         }
         let args = c
             .args
@@ -527,6 +537,28 @@ impl Checker {
         Ok(Expr::Call {
             path: p.path.clone(),
             args,
+        })
+    }
+
+    /// `atomic_add(f, i, v)`, the whole value of a `let`: evaluated exactly once, where the
+    /// `let` stands, on both lowerings.
+    fn fetch_add(&mut self, c: &syn::ExprCall) -> Result<Expr> {
+        let field = match c.args.first() {
+            Some(f) if c.args.len() == 3 => self.is_field(f),
+            _ => None,
+        };
+        let Some(field) = field else {
+            return err(
+                c,
+                "`atomic_add` takes a field parameter, an index and a value: \
+                 `let old = atomic_add(counts, i, 1);`",
+            );
+        };
+        Ok(Expr::FetchAdd {
+            field,
+            index: Box::new(self.expr(&c.args[1])?),
+            value: Box::new(self.expr(&c.args[2])?),
+            span: c.span(),
         })
     }
 
@@ -617,6 +649,11 @@ fn int_literal(e: &syn::Expr) -> Option<i64> {
         }) if i.suffix().is_empty() => i.base10_parse().ok(),
         _ => None,
     }
+}
+
+/// Whether `e` is the plain name `name`.
+fn is_named(e: &syn::Expr, name: &str) -> bool {
+    matches!(e, syn::Expr::Path(p) if p.qself.is_none() && p.path.is_ident(name))
 }
 
 fn strip_parens(e: &syn::Expr) -> &syn::Expr {
@@ -793,17 +830,52 @@ impl Checker {
                 };
                 (Domain::Indices(field), scatter)
             }
+            syn::Expr::MethodCall(mc) if mc.method == "bins" => {
+                let grid = field_of(self, mc, "bins")?;
+                let [order, starts, block] = [0, 1, 2].map(|k| mc.args.iter().nth(k));
+                let (Some(order), Some(starts), Some(block), 3) =
+                    (order, starts, block, mc.args.len())
+                else {
+                    return err(
+                        mc,
+                        "`bins` takes the particle order, the bins' starts and the block size: \
+                         `for p in grid.bins(order, starts, 4)`",
+                    );
+                };
+                let index_field = |e: &syn::Expr, what: &str| match self.is_field(e) {
+                    Some(f) if one_dim.contains(&f.to_string()) && elem_is(params, &f, "u32") => {
+                        Ok(f)
+                    }
+                    _ => err(
+                        e,
+                        format!("the {what} of `bins` is a 1-D `Field<u32>` parameter"),
+                    ),
+                };
+                let (order, starts) = (
+                    index_field(order, "particle order")?,
+                    index_field(starts, "bins' starts")?,
+                );
+                check_host_bound(block, scalars, "the block size of `bins` is")?;
+                let block = self.expr(block)?;
+                let domain = Domain::Bins {
+                    grid,
+                    order,
+                    starts,
+                    block,
+                };
+                (domain, Vec::new())
+            }
             syn::Expr::Range(r) if matches!(r.limits, syn::RangeLimits::HalfOpen(_)) => {
                 let (Some(a), Some(b)) = (&r.start, &r.end) else {
                     return err(r, "a parallel range needs both ends: `a..b`");
                 };
-                check_host_bound(a, scalars)?;
-                check_host_bound(b, scalars)?;
+                check_host_bound(a, scalars, "the bounds of a parallel range are")?;
+                check_host_bound(b, scalars, "the bounds of a parallel range are")?;
                 let range = Domain::Range(self.expr(a)?, self.expr(b)?);
                 (range, scatter_only(&fl.body, &self.fields))
             }
             other => {
-                return err(other, "a top-level loop runs over `field.indices()`, `field.active()` or a range `a..b`");
+                return err(other, "a top-level loop runs over `field.indices()`, `field.active()`, `grid.bins(order, starts, block)` or a range `a..b`");
             }
         };
         Ok(Top::Loop(ParLoop {
@@ -812,15 +884,18 @@ impl Checker {
             body,
             used: used_fields(&fl.body, params),
             scatter,
+            adds: field_adds(&fl.body, &self.fields).0,
         }))
     }
 }
 
-/// Checks that a parallel range's bounds use only scalar parameters, literals and constants:
-/// the host computes them before the launch.
-fn check_host_bound(e: &syn::Expr, scalars: &HashSet<String>) -> Result<()> {
+/// Checks that a parallel range's bounds (or a binned loop's block size: `what` says which)
+/// use only scalar parameters, literals and constants: the host computes them before the
+/// launch.
+fn check_host_bound(e: &syn::Expr, scalars: &HashSet<String>, what: &str) -> Result<()> {
     struct Check<'a> {
         scalars: &'a HashSet<String>,
+        what: &'a str,
         error: Option<Error>,
     }
     impl<'ast> syn::visit::Visit<'ast> for Check<'_> {
@@ -840,8 +915,10 @@ fn check_host_bound(e: &syn::Expr, scalars: &HashSet<String>) -> Result<()> {
             if bad && self.error.is_none() {
                 self.error = Some(Error::new_spanned(
                     e,
-                    "the bounds of a parallel range are computed before the launch: use scalar parameters, \
-                     literals and constants",
+                    format!(
+                        "{} computed before the launch: use scalar parameters, literals and constants",
+                        self.what
+                    ),
                 ));
             }
             syn::visit::visit_expr(self, e);
@@ -849,6 +926,7 @@ fn check_host_bound(e: &syn::Expr, scalars: &HashSet<String>) -> Result<()> {
     }
     let mut check = Check {
         scalars,
+        what,
         error: None,
     };
     syn::visit::Visit::visit_expr(&mut check, e);
@@ -887,9 +965,18 @@ fn check_no_field(e: &syn::Expr, fields: &HashSet<String>) -> Result<()> {
 /// as a scatter into private copies (`mpm_core::scatter`). A field that is also read,
 /// stored or passed anywhere in the body keeps the shared atomics.
 fn scatter_only(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
+    let (adds, other) = field_adds(body, fields);
+    adds.into_iter()
+        .filter(|f| !other.contains(&f.to_string()))
+        .collect()
+}
+
+/// The fields a loop body adds into (`f[i] += v` / `f[i] -= v`), and the fields it uses
+/// otherwise.
+fn field_adds(body: &syn::Block, fields: &HashSet<String>) -> (Vec<Ident>, HashSet<String>) {
     struct Uses<'a> {
         fields: &'a HashSet<String>,
-        scatter: Vec<Ident>,
+        adds: Vec<Ident>,
         other: HashSet<String>,
     }
     impl<'ast> syn::visit::Visit<'ast> for Uses<'_> {
@@ -900,8 +987,8 @@ fn scatter_only(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
                         if let syn::Expr::Path(p) = strip_parens(&ix.expr) {
                             if let Some(id) = p.path.get_ident() {
                                 if self.fields.contains(&id.to_string()) {
-                                    if !self.scatter.contains(id) {
-                                        self.scatter.push(id.clone());
+                                    if !self.adds.contains(id) {
+                                        self.adds.push(id.clone());
                                     }
                                     self.visit_expr(&ix.index);
                                     self.visit_expr(&b.right);
@@ -924,14 +1011,21 @@ fn scatter_only(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
     }
     let mut uses = Uses {
         fields,
-        scatter: Vec::new(),
+        adds: Vec::new(),
         other: HashSet::new(),
     };
     syn::visit::Visit::visit_block(&mut uses, body);
-    uses.scatter
-        .into_iter()
-        .filter(|f| !uses.other.contains(&f.to_string()))
-        .collect()
+    (uses.adds, uses.other)
+}
+
+/// Whether field parameter `field` has element type `elem`.
+fn elem_is(params: &[Param], field: &Ident, elem: &str) -> bool {
+    params.iter().any(|p| match p {
+        Param::Field { name, elem: ty, .. } => {
+            name == field && quote::quote!(#ty).to_string() == elem
+        }
+        _ => false,
+    })
 }
 
 /// The field parameters a loop body names, in parameter order.

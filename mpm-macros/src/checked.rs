@@ -161,6 +161,13 @@ pub enum Expr {
         index: Box<Expr>,
         span: Span,
     },
+    /// `atomic_add(field, index, value)` as the value of a `let`: the value before the add.
+    FetchAdd {
+        field: Ident,
+        index: Box<Expr>,
+        value: Box<Expr>,
+        span: Span,
+    },
     Cast {
         ty: Type,
         value: Box<Expr>,
@@ -196,10 +203,20 @@ pub struct ParLoop {
     pub used: Vec<Ident>,
     /// Fields the body only adds into: the CPU scatters them into private copies.
     pub scatter: Vec<Ident>,
+    /// Fields the body adds into (`+=` / `-=`): in a binned loop, the CPU adds into them
+    /// without atomics inside a block's window.
+    pub adds: Vec<Ident>,
 }
 
 pub enum Domain {
     Active(Ident),
     Indices(Ident),
     Range(Expr, Expr),
+    /// `grid.bins(order, starts, block)`.
+    Bins {
+        grid: Ident,
+        order: Ident,
+        starts: Ident,
+        block: Expr,
+    },
 }

@@ -219,6 +219,15 @@ pub fn expr(e: &Expr) -> TokenStream {
             let i = expr(index);
             quote_spanned!(*span=> #field.#op(#i))
         }
+        Expr::FetchAdd {
+            field,
+            index,
+            value,
+            span,
+        } => {
+            let (i, v) = (expr(index), expr(value));
+            quote_spanned!(*span=> #field.fetch_add(#i, #v))
+        }
         Expr::Cast { ty, value, span } => {
             let x = expr(value);
             quote_spanned!(*span=> (#x as #ty))

@@ -254,6 +254,15 @@ impl Trace {
                 let i = self.expr(index);
                 quote_spanned!(*span=> ::mpm_core::trace::#op(#field, #i))
             }
+            Expr::FetchAdd {
+                field,
+                index,
+                value,
+                span,
+            } => {
+                let (i, v) = (self.expr(index), self.expr(value));
+                quote_spanned!(*span=> ::mpm_core::trace::fetch_add(#field, #i, #v))
+            }
             Expr::Cast { ty, value, span } => {
                 let x = self.expr(value);
                 quote_spanned!(*span=> ::mpm_core::trace::cast::<#ty, _, _>(#x))

@@ -99,6 +99,22 @@ fn cpu_loop(l: &ParLoop) -> TokenStream {
         }
     };
     match &l.domain {
+        Domain::Bins {
+            grid,
+            order,
+            starts,
+            block,
+        } => {
+            let (block, adds) = (emit_cpu::expr(block), &l.adds);
+            quote! {
+                ::mpm_core::bins::par_bins(&#grid, &#order, &#starts, #block, #init,
+                    |__worker, __block, #var| {
+                        let (#(#used,)*) = __worker;
+                        #(let #adds = ::mpm_core::bins::BinView::new(#adds, __block);)*
+                        { #body }
+                    });
+            }
+        }
         Domain::Active(field) => quote!(::mpm_core::host::par_active(&#field, #init, #worker);),
         Domain::Indices(field) if scatter.is_empty() => {
             quote!(::mpm_core::host::par_indices(&#field, #init, #worker);)
@@ -129,6 +145,18 @@ fn trace_loop(l: &ParLoop, trace: &Trace) -> (TokenStream, TokenStream) {
             quote!(::mpm_core::trace::par_indices(#label, #field, |#var| { #body });),
             quote!(::mpm_core::abi::indices_range(&#field.shape())),
         ),
+        Domain::Bins {
+            grid,
+            order,
+            starts,
+            block,
+        } => {
+            let block = trace.expr(block);
+            (
+                quote!(::mpm_core::trace::par_bins(#label, #grid, #order, #starts, #block, |#var| { #body });),
+                quote!(::mpm_core::abi::indices_range(&#order.shape())),
+            )
+        }
         Domain::Range(a, b) => {
             let (ta, tb) = (trace.expr(a), trace.expr(b));
             let (ha, hb) = (emit_cpu::expr(a), emit_cpu::expr(b));

@@ -116,7 +116,7 @@ pub fn float_views(kernel: &Kernel, float_atomics: bool) -> Vec<bool> {
     fn walk(b: &Block, k: &Kernel, out: &mut [bool]) {
         for s in b {
             match s {
-                Stmt::AtomicAdd { field, .. }
+                Stmt::AtomicAdd { field, .. } | Stmt::FetchAdd { field, .. }
                     if k.fields[*field as usize].elem.scalar() == Some(Scalar::F32) =>
                 {
                     out[*field as usize] = true;
@@ -183,6 +183,8 @@ enum FieldOp {
     Load,
     Store,
     Add,
+    /// `atomic_add` returning the old value (one-word scalars).
+    FetchAdd,
     /// `is_active`: in range (dense fields).
     Active,
     /// `activate` (a bounds check only on dense fields).
@@ -436,6 +438,7 @@ impl<'k> Printer<'k> {
                 let i = self.field_index(*index);
                 format!("f{field}_load({i})")
             }
+            ExprKind::Extent { field, axis } => format!("uint(F{field}_S{axis})"),
             ExprKind::Member(a, k) => {
                 let s = self.expr(*a);
                 match self.ety(*a) {
@@ -744,6 +747,19 @@ impl<'k> Printer<'k> {
                 let i = self.field_index(*index);
                 let v = self.expr(*value);
                 writeln!(out, "{ind}f{field}_add({i}, {v});").unwrap();
+            }
+            Stmt::FetchAdd {
+                var,
+                field,
+                index,
+                value,
+            } => {
+                self.field_ops.insert((*field, FieldOp::FetchAdd));
+                let t = self.ty(&self.k.var(*var).ty);
+                let name = self.var(*var);
+                let i = self.field_index(*index);
+                let v = self.expr(*value);
+                writeln!(out, "{ind}{t} {name} = f{field}_fetch_add({i}, {v});").unwrap();
             }
             Stmt::If {
                 cond,
@@ -1213,6 +1229,27 @@ impl<'k> Printer<'k> {
                             writeln!(out, "    f{k}.d[b + {j}u] = {word};").unwrap();
                         }
                         out.push_str("}\n");
+                    }
+                    FieldOp::FetchAdd => {
+                        let float_view = self.float_views[k as usize];
+                        let add = match (sc, float_view) {
+                            (Scalar::F32, true) => {
+                                self.extensions.insert("GL_EXT_shader_atomic_float");
+                                format!("return atomicAdd(f{k}f.d[b], v);")
+                            }
+                            (Scalar::F32, false) => format!(
+                                "uint old = f{k}.d[b];\n    for (;;) {{\n        \
+                                 uint prev = atomicCompSwap(f{k}.d[b], old, floatBitsToUint(uintBitsToFloat(old) + v));\n        \
+                                 if (prev == old) return uintBitsToFloat(old);\n        old = prev;\n    }}"
+                            ),
+                            (Scalar::I32, _) => format!("return int(atomicAdd(f{k}.d[b], uint(v)));"),
+                            _ => format!("return atomicAdd(f{k}.d[b], v);"),
+                        };
+                        writeln!(
+                            out,
+                            "{et} f{k}_fetch_add({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return {et}(0);\n    {add}\n}}"
+                        )
+                        .unwrap();
                     }
                     FieldOp::Add => {
                         let float_view = self.float_views[k as usize];

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use mpm::core::types::{to_words, Scalar};
 use mpm::core::Elem;
+use mpm::glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
 use mpm::{BackendRef, VulkanBackend, VulkanOptions};
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
@@ -283,4 +284,70 @@ pub fn agree<R>(
         })?;
     }
     Ok(())
+}
+
+/// A small deterministic generator for tests that need many typed inputs from one seed.
+pub struct Gen(u64);
+impl Gen {
+    pub fn new(seed: u64) -> Gen {
+        Gen(seed | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn f(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32)
+    }
+    pub fn i(&mut self) -> i32 {
+        self.next() as i32
+    }
+    pub fn u(&mut self) -> u32 {
+        (self.next() >> 32) as u32
+    }
+    pub fn b(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+    pub fn v2(&mut self) -> Vec2 {
+        Vec2::new(self.f(-100.0, 100.0), self.f(-100.0, 100.0))
+    }
+    pub fn v3(&mut self) -> Vec3 {
+        Vec3::new(
+            self.f(-100.0, 100.0),
+            self.f(-100.0, 100.0),
+            self.f(-100.0, 100.0),
+        )
+    }
+    pub fn v4(&mut self) -> Vec4 {
+        Vec4::new(
+            self.f(-100.0, 100.0),
+            self.f(-100.0, 100.0),
+            self.f(-100.0, 100.0),
+            self.f(-100.0, 100.0),
+        )
+    }
+    pub fn iv2(&mut self) -> IVec2 {
+        IVec2::new(self.i(), self.i())
+    }
+    pub fn iv3(&mut self) -> IVec3 {
+        IVec3::new(self.i(), self.i(), self.i())
+    }
+    pub fn uv2(&mut self) -> UVec2 {
+        UVec2::new(self.u(), self.u())
+    }
+    pub fn uv3(&mut self) -> UVec3 {
+        UVec3::new(self.u(), self.u(), self.u())
+    }
+    pub fn m2(&mut self) -> Mat2 {
+        Mat2::from_cols(self.v2(), self.v2())
+    }
+    pub fn m3(&mut self) -> Mat3 {
+        Mat3::from_cols(self.v3(), self.v3(), self.v3())
+    }
+    pub fn many<T>(&mut self, n: usize, f: impl Fn(&mut Gen) -> T) -> Vec<T> {
+        (0..n).map(|_| f(self)).collect()
+    }
 }

@@ -1,0 +1,229 @@
+//! Binned loops on the CPU: `for p in grid.bins(order, starts, block)` without
+//! read-modify-write atomics.
+//!
+//! The bins are the blocks of `block`^D cells of the grid, numbered row-major (the last axis
+//! fastest); bin `b` holds the particles `order[starts[b]..starts[b + 1]]`. The blocks run in
+//! 2^D colour phases, the colour of block `B` being the parity of each of its coordinates;
+//! one worker takes one block at a time, and runs its particles in increasing order.
+//!
+//! A worker owns the nodes within `block / 2` cells of its block (its window, `2 * block`
+//! cells wide at most). Inside a window, `field[i] += v` on a field of the grid's shape is a
+//! plain load, add and store of the words. The soundness argument:
+//! * two blocks of one colour are `2 * block` cells apart along some axis, so their windows
+//!   are disjoint: in a phase no two workers add into the same node; a sparse grid maps
+//!   distinct nodes to distinct words, so they add into distinct words too;
+//! * phases are separated by the join of the parallel loop, so each phase sees the sums of
+//!   the one before;
+//! * the words are `AtomicU32`, accessed with relaxed loads and stores as everywhere in the
+//!   CPU backend, so even a kernel that reads a node while another worker adds into it (a
+//!   race on every backend) is not undefined behaviour in Rust.
+//!
+//! An add outside the worker's window is not lost: it is queued and applied, atomically, after
+//! the phase, in block order. Adds into fields of other shapes (counters, say) stay atomic;
+//! no worker adds into them without atomics, so they cannot race with a plain add.
+//!
+//! Every node therefore receives its sums in a fixed order (colour by colour, block by block,
+//! particle by particle), whatever the thread count and however the binning pass ordered the
+//! particles within a bin: float results are bitwise reproducible.
+
+use std::cell::RefCell;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use rayon::prelude::*;
+
+use crate::host::{AtomicAdd, FieldIndex, Local, View};
+use crate::types::{Elem, Scalar};
+
+/// One word's share of an add outside the window.
+struct Queued<'a> {
+    word: &'a AtomicU32,
+    bits: u32,
+    float: bool,
+}
+
+impl Queued<'_> {
+    fn apply(&self) {
+        if self.float {
+            let v = f32::from_bits(self.bits);
+            let _ = self.word.fetch_update(Relaxed, Relaxed, |old| {
+                Some((f32::from_bits(old) + v).to_bits())
+            });
+        } else {
+            self.word.fetch_add(self.bits, Relaxed);
+        }
+    }
+}
+
+/// The block a worker is running: its window and the adds it queued.
+pub struct BinBlock<'a> {
+    shape: [u32; 3],
+    dims: usize,
+    lo: [i64; 3],
+    hi: [i64; 3],
+    queued: RefCell<Vec<Queued<'a>>>,
+}
+
+impl BinBlock<'_> {
+    fn owns(&self, c: [u32; 3]) -> bool {
+        (0..self.dims).all(|a| (self.lo[a]..self.hi[a]).contains(&(c[a] as i64)))
+    }
+}
+
+/// A field as the body of a binned loop sees it: its worker's [`Local`] view, with `+=`
+/// plain inside the block's window on fields of the grid's shape.
+pub struct BinView<'l, 'v, 'a, T, const D: usize> {
+    local: &'l Local<'v, 'a, T, D>,
+    block: &'l BinBlock<'a>,
+    windowed: bool,
+}
+
+impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
+    #[inline]
+    pub fn new(local: &'l Local<'v, 'a, T, D>, block: &'l BinBlock<'a>) -> Self {
+        let shape = local.view().shape();
+        let windowed = D == block.dims && (0..D).all(|a| shape[a] == block.shape[a]);
+        BinView {
+            local,
+            block,
+            windowed,
+        }
+    }
+
+    #[inline]
+    pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.add(index, value, false);
+    }
+
+    #[inline]
+    pub fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.add(index, value, true);
+    }
+
+    #[inline]
+    fn add(&self, index: impl FieldIndex<D>, value: T, subtract: bool)
+    where
+        T: AtomicAdd,
+    {
+        if !self.windowed {
+            return match subtract {
+                false => self.local.atomic_add(index, value),
+                true => self.local.atomic_sub(index, value),
+            };
+        }
+        let Some(c) = self.local.view().coords(index) else {
+            return;
+        };
+        let Some(base) = self.local.locate_coords(c) else {
+            return;
+        };
+        let words: &'a [AtomicU32] = self.local.view().words;
+        let mut w = [0u32; 16];
+        value.write_words(&mut w[..T::WORDS]);
+        let float = T::SCALAR == Scalar::F32;
+        // The increment of one word: a float's sign flips for `-=`, an integer wraps.
+        let bits = |word: u32| match (float, subtract) {
+            (true, true) => (-f32::from_bits(word)).to_bits(),
+            (false, true) => word.wrapping_neg(),
+            _ => word,
+        };
+        if self.block.owns(c) {
+            for (k, word) in w[..T::WORDS].iter().enumerate() {
+                let cell = &words[base + k];
+                let old = cell.load(Relaxed);
+                let sum = if float {
+                    (f32::from_bits(old) + f32::from_bits(bits(*word))).to_bits()
+                } else {
+                    old.wrapping_add(bits(*word))
+                };
+                cell.store(sum, Relaxed);
+            }
+        } else {
+            let mut queued = self.block.queued.borrow_mut();
+            for (k, word) in w[..T::WORDS].iter().enumerate() {
+                queued.push(Queued {
+                    word: &words[base + k],
+                    bits: bits(*word),
+                    float,
+                });
+            }
+        }
+    }
+}
+
+impl<'v, 'a, T, const D: usize> Deref for BinView<'_, 'v, 'a, T, D> {
+    type Target = Local<'v, 'a, T, D>;
+    fn deref(&self) -> &Self::Target {
+        self.local
+    }
+}
+
+/// Runs `body(state, block, p)` for every particle `p` of every bin of `grid`'s blocks of
+/// `block`^D cells, bin `b` holding `order[starts[b]..starts[b + 1]]`, in 2^D colour phases
+/// (see the module documentation). `init()` makes the state one worker's calls share.
+/// A block size below 2 runs as 2; a bin whose end is before its start is empty; reading
+/// `starts` or `order` out of bounds raises the out-of-bounds error of that field.
+pub fn par_bins<'a, G: Elem, const D: usize, S>(
+    grid: &View<'_, G, D>,
+    order: &View<'_, u32, 1>,
+    starts: &View<'_, u32, 1>,
+    block: i32,
+    init: impl Fn() -> S + Sync + Send,
+    body: impl Fn(&S, &BinBlock<'a>, u32) + Sync + Send,
+) {
+    let block = block.max(2) as i64;
+    let shape = grid.shape();
+    let mut grid_shape = [1u32; 3];
+    grid_shape[..D].copy_from_slice(&shape);
+    let blocks: [i64; 3] = std::array::from_fn(|a| (grid_shape[a] as i64 + block - 1) / block);
+    let half = block / 2;
+    for colour in 0..1usize << D {
+        // The blocks of this colour, in bin order.
+        let mine: Vec<u64> = (0..blocks.iter().product::<i64>() as u64)
+            .filter(|&b| {
+                let coords = unlinear(b as i64, &blocks);
+                (0..D).all(|a| (coords[a] & 1) as usize == (colour >> a) & 1)
+            })
+            .collect();
+        let queued: Vec<Vec<Queued<'a>>> = mine
+            .par_iter()
+            .with_max_len(1)
+            .map_init(&init, |state, &b| {
+                let coords = unlinear(b as i64, &blocks);
+                let here = BinBlock {
+                    shape: grid_shape,
+                    dims: D,
+                    lo: std::array::from_fn(|a| coords[a] * block - half),
+                    hi: std::array::from_fn(|a| (coords[a] + 1) * block + half),
+                    queued: RefCell::new(Vec::new()),
+                };
+                let (starts, order) = (starts.local(), order.local());
+                let (s, e) = (starts.load(b as u32), starts.load(b as u32 + 1));
+                let mut particles: Vec<u32> = (s..e.max(s)).map(|k| order.load(k)).collect();
+                particles.sort_unstable();
+                for p in particles {
+                    body(state, &here, p);
+                }
+                here.queued.into_inner()
+            })
+            .collect();
+        for q in queued.iter().flatten() {
+            q.apply();
+        }
+    }
+}
+
+/// The block coordinates of bin `b` of a grid of `blocks` blocks (unused axes 1).
+fn unlinear(b: i64, blocks: &[i64; 3]) -> [i64; 3] {
+    [
+        b / (blocks[1] * blocks[2]),
+        (b / blocks[2]) % blocks[1],
+        b % blocks[2],
+    ]
+}
