@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use rayon::prelude::*;
 
-use crate::host::{AtomicAdd, FieldIndex, Local, View};
+use crate::host::{Access, AtomicAdd, FieldIndex, View};
 use crate::types::{Elem, Scalar};
 
 /// One word's share of an add outside the window.
@@ -60,34 +60,43 @@ pub struct BinBlock<'a> {
     shape: [u32; 3],
     dims: usize,
     lo: [i64; 3],
-    hi: [i64; 3],
+    /// The window's extent per axis, from `lo`.
+    width: [u64; 3],
     queued: RefCell<Vec<Queued<'a>>>,
 }
 
-impl BinBlock<'_> {
-    fn owns(&self, c: [u32; 3]) -> bool {
-        (0..self.dims).all(|a| (self.lo[a]..self.hi[a]).contains(&(c[a] as i64)))
-    }
-}
-
-/// A field as the body of a binned loop sees it: its worker's [`Local`] view, with `+=`
+/// A field as the body of a binned loop sees it: its invocation's [`Access`], with `+=`
 /// plain inside the block's window on fields of the grid's shape.
 pub struct BinView<'l, 'v, 'a, T, const D: usize> {
-    local: &'l Local<'v, 'a, T, D>,
+    local: &'l Access<'v, 'a, T, D>,
     block: &'l BinBlock<'a>,
     windowed: bool,
+    /// The window, copied out of the block: made per invocation, the copy stays in
+    /// registers, where the block's would be loaded again after every store.
+    lo: [i64; 3],
+    width: [u64; 3],
 }
 
 impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
-    #[inline]
-    pub fn new(local: &'l Local<'v, 'a, T, D>, block: &'l BinBlock<'a>) -> Self {
+    #[inline(always)]
+    pub fn new(local: &'l Access<'v, 'a, T, D>, block: &'l BinBlock<'a>) -> Self {
         let shape = local.view().shape();
         let windowed = D == block.dims && (0..D).all(|a| shape[a] == block.shape[a]);
         BinView {
             local,
             block,
             windowed,
+            lo: block.lo,
+            width: block.width,
         }
+    }
+
+    /// Whether this worker owns the node at `c`: inside the window, which lies inside the
+    /// grid.
+    #[inline(always)]
+    fn owns(&self, c: [i64; 3]) -> bool {
+        // Unsigned: one compare per axis.
+        (0..D).all(|a| ((c[a] - self.lo[a]) as u64) < self.width[a])
     }
 
     #[inline]
@@ -106,7 +115,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
         self.add(index, value, true);
     }
 
-    #[inline]
+    #[inline(always)]
     fn add(&self, index: impl FieldIndex<D>, value: T, subtract: bool)
     where
         T: AtomicAdd,
@@ -117,8 +126,15 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
                 true => self.local.atomic_sub(index, value),
             };
         }
-        let Some(c) = self.local.view().coords(index) else {
-            return;
+        // Inside the window the node is inside the grid: no bounds check.
+        let raw = index.signed();
+        let owned = self.owns(raw);
+        let c = match owned {
+            true => raw.map(|x| x as u32),
+            false => match self.local.view().coords(index) {
+                Some(c) => c,
+                None => return,
+            },
         };
         let Some(base) = self.local.locate_coords(c) else {
             return;
@@ -133,7 +149,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
             (false, true) => word.wrapping_neg(),
             _ => word,
         };
-        if self.block.owns(c) {
+        if owned {
             for (k, word) in w[..T::WORDS].iter().enumerate() {
                 let cell = &words[base + k];
                 let old = cell.load(Relaxed);
@@ -158,7 +174,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
 }
 
 impl<'v, 'a, T, const D: usize> Deref for BinView<'_, 'v, 'a, T, D> {
-    type Target = Local<'v, 'a, T, D>;
+    type Target = Access<'v, 'a, T, D>;
     fn deref(&self) -> &Self::Target {
         self.local
     }
@@ -196,14 +212,19 @@ pub fn par_bins<'a, G: Elem, const D: usize, S>(
             .with_max_len(1)
             .map_init(&init, |state, &b| {
                 let coords = unlinear(b as i64, &blocks);
+                let lo: [i64; 3] = std::array::from_fn(|a| (coords[a] * block - half).max(0));
                 let here = BinBlock {
                     shape: grid_shape,
                     dims: D,
-                    lo: std::array::from_fn(|a| coords[a] * block - half),
-                    hi: std::array::from_fn(|a| (coords[a] + 1) * block + half),
+                    lo,
+                    width: std::array::from_fn(|a| {
+                        let hi = ((coords[a] + 1) * block + half).min(grid_shape[a] as i64);
+                        (hi - lo[a]) as u64
+                    }),
                     queued: RefCell::new(Vec::new()),
                 };
                 let (starts, order) = (starts.local(), order.local());
+                let (starts, order) = (starts.access(), order.access());
                 let (s, e) = (starts.load(b as u32), starts.load(b as u32 + 1));
                 let mut particles: Vec<u32> = (s..e.max(s)).map(|k| order.load(k)).collect();
                 particles.sort_unstable();

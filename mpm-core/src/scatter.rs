@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use rayon::prelude::*;
 
-use crate::host::{loop_range, AtomicAdd, FieldIndex, Local, LoopInt, View};
+use crate::host::{loop_range, Access, AtomicAdd, FieldIndex, LoopInt, View};
 use crate::types::{Elem, Scalar};
 
 /// At most this many words of private copies per field (256 MiB).
@@ -60,15 +60,15 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
 }
 
 /// The view a scatter loop's body uses for a privatised field: `+=` goes to this chunk's
-/// copy, or through the worker's [`Local`] view to the shared field when it was not
+/// copy, or through the invocation's [`Access`] to the shared field when it was not
 /// privatised.
 pub struct ScatterView<'l, 'v, 'a, T, const D: usize> {
-    local: &'l Local<'v, 'a, T, D>,
+    local: &'l Access<'v, 'a, T, D>,
     copy: &'l [Cell<u32>],
 }
 
 impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
-    pub fn new(local: &'l Local<'v, 'a, T, D>, copy: &'l [Cell<u32>]) -> Self {
+    pub fn new(local: &'l Access<'v, 'a, T, D>, copy: &'l [Cell<u32>]) -> Self {
         ScatterView { local, copy }
     }
 

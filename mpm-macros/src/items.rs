@@ -71,8 +71,9 @@ fn plain_inputs(sig: &syn::Signature) -> TokenStream {
 }
 
 /// One parallel loop on the CPU: each worker makes its `Local` views of the fields the body
-/// uses once, and the body takes them, with the fields shadowed by those views, or for
-/// `scatter` fields by `ScatterView`s on the worker's private copies (`__copies`).
+/// uses once, and each invocation copies them into `Access` values that shadow the fields
+/// (in registers: see `mpm_core::host::Access`), wrapped for `scatter` fields in
+/// `ScatterView`s on the worker's private copies (`__copies`).
 fn cpu_loop(l: &ParLoop) -> TokenStream {
     let (var, used, scatter) = (&l.var, &l.used, &l.scatter);
     let body = emit_cpu::stmts(&l.body);
@@ -82,7 +83,8 @@ fn cpu_loop(l: &ParLoop) -> TokenStream {
     let worker = quote! {
         |__worker, #copies #var| {
             let (#(#used,)*) = __worker;
-            #(let #scatter = ::mpm_core::scatter::ScatterView::new(#scatter, __copies[#k]);)*
+            #(let #used = #used.access();)*
+            #(let #scatter = ::mpm_core::scatter::ScatterView::new(&#scatter, __copies[#k]);)*
             { #body }
         }
     };
@@ -110,7 +112,8 @@ fn cpu_loop(l: &ParLoop) -> TokenStream {
                 ::mpm_core::bins::par_bins(&#grid, &#order, &#starts, #block, #init,
                     |__worker, __block, #var| {
                         let (#(#used,)*) = __worker;
-                        #(let #adds = ::mpm_core::bins::BinView::new(#adds, __block);)*
+                        #(let #used = #used.access();)*
+                        #(let #adds = ::mpm_core::bins::BinView::new(&#adds, __block);)*
                         { #body }
                     });
             }
