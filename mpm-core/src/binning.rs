@@ -134,6 +134,9 @@ pub struct Bins {
     shape: [u32; 3],
     block: i32,
     bins: u32,
+    /// The particle count of the last update, and the calls of [`Bins::refresh`] since.
+    binned: Option<u32>,
+    since: u32,
 }
 
 impl Bins {
@@ -158,6 +161,8 @@ impl Bins {
             shape: padded,
             block,
             bins,
+            binned: None,
+            since: 0,
         })
     }
 
@@ -166,14 +171,49 @@ impl Bins {
         self.block
     }
 
+    /// Rebins when the particle count changed since the last update or `every` calls have
+    /// passed. Between updates the bins stay a valid grouping of the same particles (each in
+    /// exactly one bin), however far they moved: a binned loop still runs each particle
+    /// once, and on the CPU only the adds of particles that left their block's window take
+    /// the slower queued path. Particles move a fraction of a cell per substep, so a few
+    /// substeps keep nearly all of them in their windows.
+    pub fn refresh<V: Position>(
+        &mut self,
+        x: &Field<V>,
+        count: u32,
+        inv_dx: f32,
+        every: u32,
+    ) -> Result<()> {
+        self.since += 1;
+        if self.binned != Some(count) || self.since >= every {
+            self.update(x, count, inv_dx)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes the bins hold.
+    pub fn bytes(&self) -> usize {
+        [
+            &self.order,
+            &self.starts,
+            &self.counts,
+            &self.slot,
+            &self.partial,
+        ]
+        .iter()
+        .map(|f| f.bytes())
+        .sum()
+    }
+
     /// Bins particles `0..count` at `x` (positions in units where a cell is `1 / inv_dx`
-    /// wide); particles outside the grid go to the nearest bin. Grows the particle arrays
-    /// when `count` exceeds them.
+    /// wide); particles outside the grid go to the nearest bin. When `count` exceeds the
+    /// particle arrays they grow to it and a quarter more (particles are added in batches).
     pub fn update<V: Position>(&mut self, x: &Field<V>, count: u32, inv_dx: f32) -> Result<()> {
         if count as usize > self.order.len() {
             let backend = self.order.backend().clone();
-            self.order = Field::new(&backend, [count])?;
-            self.slot = Field::new(&backend, [count])?;
+            let capacity = count.saturating_add(count / 4);
+            self.order = Field::new(&backend, [capacity])?;
+            self.slot = Field::new(&backend, [capacity])?;
         }
         V::count_bins(
             x,
@@ -202,6 +242,8 @@ impl Bins {
             inv_dx,
             self.shape,
             self.block,
-        )
+        )?;
+        (self.binned, self.since) = (Some(count), 0);
+        Ok(())
     }
 }

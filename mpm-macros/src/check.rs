@@ -901,10 +901,12 @@ fn check_host_bound(e: &syn::Expr, scalars: &HashSet<String>, what: &str) -> Res
     impl<'ast> syn::visit::Visit<'ast> for Check<'_> {
         fn visit_expr(&mut self, e: &'ast syn::Expr) {
             let bad = match e {
-                syn::Expr::Path(p) => p
-                    .path
-                    .get_ident()
-                    .is_some_and(|id| !self.scalars.contains(&id.to_string())),
+                // A plain name is a scalar parameter or a constant (upper case); a local is
+                // not computed yet when the host needs the value.
+                syn::Expr::Path(p) => p.path.get_ident().is_some_and(|id| {
+                    let name = id.to_string();
+                    !self.scalars.contains(&name) && name.chars().any(|c| c.is_lowercase())
+                }),
                 syn::Expr::Index(_)
                 | syn::Expr::MethodCall(_)
                 | syn::Expr::Call(_)
