@@ -139,7 +139,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
         let Some(base) = self.local.locate_coords(c) else {
             return;
         };
-        let words: &'a [AtomicU32] = self.local.view().words;
+        let cells = self.local.view().cells(base);
         let mut w = [0u32; 16];
         value.write_words(&mut w[..T::WORDS]);
         let float = T::SCALAR == Scalar::F32;
@@ -150,8 +150,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
             _ => word,
         };
         if owned {
-            for (k, word) in w[..T::WORDS].iter().enumerate() {
-                let cell = &words[base + k];
+            for (word, cell) in w.iter().zip(cells) {
                 let old = cell.load(Relaxed);
                 let sum = if float {
                     (f32::from_bits(old) + f32::from_bits(bits(*word))).to_bits()
@@ -162,9 +161,9 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
             }
         } else {
             let mut queued = self.block.queued.borrow_mut();
-            for (k, word) in w[..T::WORDS].iter().enumerate() {
+            for (word, cell) in w.iter().zip(cells) {
                 queued.push(Queued {
-                    word: &words[base + k],
+                    word: cell,
                     bits: bits(*word),
                     float,
                 });

@@ -204,6 +204,12 @@ impl<'a, T: Elem, const D: usize> View<'a, T, D> {
         }
     }
 
+    /// The words of the element starting at word `base` (one bounds check for them all).
+    #[inline(always)]
+    pub(crate) fn cells(&self, base: usize) -> &'a [AtomicU32] {
+        &self.words[base..base + T::WORDS]
+    }
+
     /// The words of a dense field (`None` for a sparse one).
     pub(crate) fn dense_words(&self) -> Option<&[AtomicU32]> {
         self.tree.is_none().then_some(self.words)
@@ -278,8 +284,8 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
         match self.view.locate(index, false, self.cache) {
             Some(base) => {
                 let mut w = [0u32; 16];
-                for (k, slot) in w[..T::WORDS].iter_mut().enumerate() {
-                    *slot = self.view.words[base + k].load(Relaxed);
+                for (slot, cell) in w.iter_mut().zip(self.view.cells(base)) {
+                    *slot = cell.load(Relaxed);
                 }
                 T::read_words(&w[..T::WORDS])
             }
@@ -292,8 +298,8 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
         if let Some(base) = self.view.locate(index, true, self.cache) {
             let mut w = [0u32; 16];
             value.write_words(&mut w[..T::WORDS]);
-            for (k, word) in w[..T::WORDS].iter().enumerate() {
-                self.view.words[base + k].store(*word, Relaxed);
+            for (word, cell) in w.iter().zip(self.view.cells(base)) {
+                cell.store(*word, Relaxed);
             }
         }
     }
@@ -324,8 +330,7 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
         let mut w = [0u32; 16];
         value.write_words(&mut w[..T::WORDS]);
         let float = T::SCALAR == Scalar::F32;
-        for (k, word) in w[..T::WORDS].iter().enumerate() {
-            let cell = &self.view.words[base + k];
+        for (word, cell) in w.iter().zip(self.view.cells(base)) {
             if float {
                 let v = f32::from_bits(*word);
                 let v = if subtract { -v } else { v };
