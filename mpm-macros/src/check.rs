@@ -22,6 +22,8 @@ fn err<T>(node: impl ToTokens, msg: impl std::fmt::Display) -> Result<T> {
 /// Checking state for one body.
 pub struct Checker {
     fields: HashSet<String>,
+    /// The `&Field` parameters: read-only.
+    read_only: HashSet<String>,
     in_func: bool,
     in_par_loop: bool,
     /// Sequential loops entered inside the current parallel loop or func.
@@ -33,6 +35,7 @@ impl Checker {
     fn new(fields: HashSet<String>, in_func: bool) -> Self {
         Checker {
             fields,
+            read_only: HashSet::new(),
             in_func,
             in_par_loop: false,
             loop_depth: 0,
@@ -50,6 +53,19 @@ impl Checker {
                 Err(first)
             }
         }
+    }
+
+    /// An error when `field` is a read-only (`&Field`) parameter that `what` would write.
+    fn check_writable(&self, field: &Ident, what: &str) -> Result<()> {
+        if self.read_only.contains(&field.to_string()) {
+            return err(
+                field,
+                format!(
+                    "`{field}` is a `&Field` parameter, read-only: {what} needs `{field}: &mut Field<..>`"
+                ),
+            );
+        }
+        Ok(())
     }
 
     fn is_field(&self, e: &syn::Expr) -> Option<Ident> {
@@ -285,6 +301,7 @@ impl Checker {
             .unwrap_or_else(|| right.span());
         if let syn::Expr::Index(ix) = strip_parens(left) {
             if let Some(field) = self.is_field(&ix.expr) {
+                self.check_writable(&field, "writing an element")?;
                 let index = self.expr(&ix.index)?;
                 let op = match op {
                     None => Store::Set,
@@ -554,6 +571,7 @@ impl Checker {
                  `let old = atomic_add(counts, i, 1);`",
             );
         };
+        self.check_writable(&field, "`atomic_add`")?;
         Ok(Expr::FetchAdd {
             field,
             index: Box::new(self.expr(&c.args[1])?),
@@ -574,6 +592,9 @@ impl Checker {
                 format!("`{op}` takes a field parameter and an index: `{op}(grid, cell)`"),
             );
         };
+        if op != "is_active" {
+            self.check_writable(&field, &format!("`{op}`"))?;
+        }
         Ok(Expr::Activity {
             op: op.clone(),
             field,
@@ -748,6 +769,7 @@ pub fn kernel_body(f: &syn::ItemFn, params: &[Param]) -> Result<Vec<Top>> {
     let (zero_dim, one_dim) = (field_dims(0), field_dims(1));
 
     let mut checker = Checker::new(fields.clone(), false);
+    checker.read_only = names(&|p| matches!(p, Param::Field { writable: false, .. }));
     let mut tops = Vec::new();
     let mut loops = 0;
     for s in &f.block.stmts {
