@@ -3638,6 +3638,46 @@ fn out_of_bounds_is_an_error_on_both() {
     });
 }
 
+/// Recursion through other funcs (which the macro cannot see; a func calling itself is a
+/// compile error) fails on both backends the same way, at the first launch, before anything
+/// runs: the field keeps its contents.
+#[func]
+fn ping(n: i32) -> i32 {
+    if n <= 0 {
+        0
+    } else {
+        pong(n - 1) + 1
+    }
+}
+
+#[func]
+fn pong(n: i32) -> i32 {
+    ping(n)
+}
+
+#[kernel]
+fn k_recursive(out: &mut Field<i32>) {
+    for i in out.indices() {
+        out[i] = ping(i as i32);
+    }
+}
+
+#[test]
+fn recursion_through_funcs_fails_on_both_before_running() {
+    with_backends(|bk| {
+        for (name, be) in [("cpu", &bk.cpu), ("vulkan", &bk.vk)] {
+            let mut out = Field::<i32>::from_slice(be, [4], &[-7; 4]).expect("field");
+            match k_recursive(&mut out) {
+                Err(mpm::core::Error::Trace { message, .. }) => {
+                    assert!(message.contains("recursion"), "{name}: {message}")
+                }
+                other => panic!("{name}: expected a trace error, got {other:?}"),
+            }
+            assert_eq!(out.download().expect("download"), vec![-7; 4], "{name} ran");
+        }
+    });
+}
+
 // =========================================================================================
 // 33. `&&` / `||` short-circuit when the right operand needs statements (an `if` value)
 // =========================================================================================

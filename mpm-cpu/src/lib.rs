@@ -37,6 +37,10 @@ pub struct CpuBackend {
     pool: Option<rayon::ThreadPool>,
     /// Scatter loops add into private copies reduced in a fixed order (`mpm_core::scatter`).
     reproducible: bool,
+    /// Kernels traced so far, and why a trace failed: the first launch of a kernel traces it
+    /// as the GPU backend does, so that what the GPU lowering refuses (recursion through
+    /// funcs) fails the same way here, before anything runs.
+    traced: Mutex<HashMap<String, Option<String>>>,
 }
 
 impl CpuBackend {
@@ -47,6 +51,7 @@ impl CpuBackend {
         args: &LaunchArgs<'_>,
         pools: &mut [Option<Vec<PoolUse>>],
     ) -> Result<()> {
+        self.check_trace(kernel)?;
         let fields = args
             .fields
             .iter()
@@ -116,6 +121,33 @@ impl CpuBackend {
         Self::default()
     }
 
+    /// The kernel's trace error, if tracing it fails (traced once per kernel).
+    fn check_trace(&self, kernel: &KernelDesc) -> Result<()> {
+        let name = kernel.qualified_name();
+        let known = self.traced.lock().ok().and_then(|t| t.get(&name).cloned());
+        let failure = match known {
+            Some(failure) => failure,
+            None => {
+                let failure = match (kernel.trace)() {
+                    Ok(_) => None,
+                    Err(Error::Trace { message, .. }) => Some(message),
+                    Err(other) => Some(other.to_string()),
+                };
+                if let Ok(mut t) = self.traced.lock() {
+                    t.insert(name.clone(), failure.clone());
+                }
+                failure
+            }
+        };
+        match failure {
+            None => Ok(()),
+            Some(message) => Err(Error::Trace {
+                kernel: name,
+                message,
+            }),
+        }
+    }
+
     /// Makes every run with the same thread count give the same bits: float `+=` into dense
     /// fields goes to per-thread copies summed in a fixed order (sparse fields keep shared
     /// atomics, whose order varies unless there is one thread).
@@ -135,9 +167,8 @@ impl CpuBackend {
                 message: format!("cannot start {threads} threads: {e}"),
             })?;
         Ok(CpuBackend {
-            profile: Mutex::default(),
             pool: Some(pool),
-            reproducible: false,
+            ..Self::default()
         })
     }
 

@@ -769,7 +769,15 @@ pub fn kernel_body(f: &syn::ItemFn, params: &[Param]) -> Result<Vec<Top>> {
     let (zero_dim, one_dim) = (field_dims(0), field_dims(1));
 
     let mut checker = Checker::new(fields.clone(), false);
-    checker.read_only = names(&|p| matches!(p, Param::Field { writable: false, .. }));
+    checker.read_only = names(&|p| {
+        matches!(
+            p,
+            Param::Field {
+                writable: false,
+                ..
+            }
+        )
+    });
     let mut tops = Vec::new();
     let mut loops = 0;
     for s in &f.block.stmts {

@@ -297,6 +297,42 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
 }
 
 /// `#[func]`.
+/// A func that calls itself by name: the GPU has no call stack, so recursion is refused here,
+/// where the macro sees it (recursion through other funcs fails on every backend when the
+/// kernel is first launched, from its trace).
+fn check_not_recursive(f: &ItemFn) -> Result<()> {
+    struct Find<'a> {
+        name: &'a syn::Ident,
+        call: Option<syn::ExprCall>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Find<'_> {
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            if let syn::Expr::Path(p) = &*c.func {
+                if p.path.is_ident(self.name) && self.call.is_none() {
+                    self.call = Some(c.clone());
+                }
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+    }
+    let mut find = Find {
+        name: &f.sig.ident,
+        call: None,
+    };
+    syn::visit::Visit::visit_block(&mut find, &f.block);
+    match find.call {
+        Some(c) => Err(Error::new_spanned(
+            c,
+            format!(
+                "`{}` calls itself: recursion is not part of the kernel language (GPUs have no \
+                 call stack); write it as a loop",
+                f.sig.ident
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn func(f: ItemFn) -> TokenStream {
     func_item(&f).unwrap_or_else(|e| e.to_compile_error())
 }
@@ -325,6 +361,7 @@ fn func_item(f: &ItemFn) -> Result<TokenStream> {
         names.push(name);
         tys.push(ty.clone());
     }
+    check_not_recursive(f)?;
     let body = check::func_body(&f.block)?;
     let cpu_body = emit_cpu::stmts(&body);
     let trace_body = Trace { in_func: true }.stmts(&body);
