@@ -1,4 +1,6 @@
-//! Choosing a backend: `auto` prefers a working Vulkan device and falls back to the CPU.
+//! Choosing a backend: `auto` prefers a working Vulkan GPU and falls back to the CPU backend,
+//! also when the only Vulkan device is itself a CPU implementation (lavapipe, SwiftShader),
+//! which runs kernels slower than the native CPU backend.
 
 use std::sync::Arc;
 
@@ -41,11 +43,17 @@ pub fn vulkan() -> mpm_core::Result<BackendRef> {
 
 /// The backend `MPM_BACKEND` asks for (cpu, vulkan or auto; auto when unset).
 pub fn auto() -> crate::Result<BackendRef> {
-    let choice = match std::env::var("MPM_BACKEND") {
-        Ok(v) => v.parse()?,
-        Err(_) => Choice::Auto,
-    };
-    select(choice)
+    select(choice(None)?)
+}
+
+/// A `--backend` flag's choice, or when it is absent `MPM_BACKEND`'s (auto when unset); an
+/// unknown value is an error naming it.
+pub fn choice(flag: Option<Choice>) -> crate::Result<Choice> {
+    match (flag, std::env::var("MPM_BACKEND")) {
+        (Some(c), _) => Ok(c),
+        (None, Ok(v)) => v.parse(),
+        (None, Err(_)) => Ok(Choice::Auto),
+    }
 }
 
 /// The backend for an explicit choice; `Auto` logs one line saying which and why.
@@ -54,8 +62,21 @@ pub fn select(choice: Choice) -> crate::Result<BackendRef> {
         Choice::Cpu => Ok(cpu()),
         // The error says what is missing (no device, no such device, ...).
         Choice::Vulkan => Ok(vulkan()?),
-        Choice::Auto => match vulkan() {
-            Ok(b) => {
+        Choice::Auto => match VulkanBackend::new(VulkanOptions::from_env()) {
+            // The preferred device is a CPU one only when no GPU is there; a device named in
+            // `MPM_VK_DEVICE` is taken as asked.
+            Ok(vk) if vk.device_info().device_type == "cpu" && !device_named() => {
+                let b = cpu();
+                eprintln!(
+                    "mpm: backend {}: the only Vulkan device, {}, runs on the CPU, slower than \
+                     the CPU backend (--backend vulkan runs on it)",
+                    b.describe(),
+                    vk.device_info().name
+                );
+                Ok(b)
+            }
+            Ok(vk) => {
+                let b: BackendRef = Arc::new(vk);
                 eprintln!(
                     "mpm: backend vulkan ({}): a Vulkan device works",
                     b.describe()
@@ -72,4 +93,9 @@ pub fn select(choice: Choice) -> crate::Result<BackendRef> {
             }
         },
     }
+}
+
+/// Whether `MPM_VK_DEVICE` names a device.
+fn device_named() -> bool {
+    std::env::var("MPM_VK_DEVICE").is_ok_and(|v| !v.trim().is_empty())
 }

@@ -16,9 +16,9 @@ use mpm_core::BackendRef;
 /// Flags every example takes.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Backend to run on.
-    #[arg(long, value_enum, default_value_t = Choice::Auto)]
-    pub backend: Choice,
+    /// Backend to run on (default: `MPM_BACKEND`, else auto).
+    #[arg(long, value_enum)]
+    pub backend: Option<Choice>,
     /// Number of substeps.
     #[arg(long, default_value_t = 2000)]
     pub steps: usize,
@@ -78,7 +78,7 @@ pub fn run_scene(
     args: &RunArgs,
     make: impl FnOnce(&BackendRef) -> crate::Result<Box<dyn Demo>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let backend = backend::select(args.backend)?;
+    let backend = backend::select(backend::choice(args.backend)?)?;
     let mut sim = make(&backend)?;
     let particles = sim.particles();
     let per_frame = sim.substeps_per_frame().max(1);

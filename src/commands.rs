@@ -29,9 +29,9 @@ type AnyError = Box<dyn std::error::Error>;
 pub struct RunOptions {
     /// Scene file (TOML); without one the built-in dam break runs.
     pub scene: Option<PathBuf>,
-    /// Backend to run on.
-    #[arg(long, value_enum, default_value_t = Choice::Auto)]
-    pub backend: Choice,
+    /// Backend to run on (default: `MPM_BACKEND`, else auto).
+    #[arg(long, value_enum)]
+    pub backend: Option<Choice>,
     /// Frames to run (default: the scene's).
     #[arg(long)]
     pub frames: Option<u32>,
@@ -69,7 +69,8 @@ pub struct Summary {
 
 /// The backend the flags ask for. On the CPU runs are reproducible (float sums into dense
 /// fields in a fixed order), so that a resumed run continues bit for bit.
-fn backend_for(choice: Choice, threads: Option<usize>) -> Result<BackendRef, AnyError> {
+fn backend_for(flag: Option<Choice>, threads: Option<usize>) -> Result<BackendRef, AnyError> {
+    let choice = backend::choice(flag)?;
     let cpu = |threads: Option<usize>| -> Result<BackendRef, AnyError> {
         let cpu = match threads {
             Some(n) => mpm_cpu::CpuBackend::with_threads(n)?,
@@ -543,12 +544,13 @@ pub fn devices() -> Result<(), AnyError> {
             return Ok(());
         }
     };
+    let cpu_only = |i: usize| list[i].device_type == "cpu";
     let chosen = std::env::var("MPM_VK_DEVICE")
         .ok()
         .filter(|v| !v.trim().is_empty());
     let preferred = mpm_vulkan::preferred_device(&list);
     for (i, d) in list.iter().enumerate() {
-        let mark = if chosen.is_none() && preferred == Some(i) {
+        let mark = if chosen.is_none() && preferred == Some(i) && !cpu_only(i) {
             "  <- auto"
         } else {
             ""
@@ -563,8 +565,14 @@ pub fn devices() -> Result<(), AnyError> {
             if d.float_atomic_add { "yes" } else { "no (compare-and-swap loops)" }
         );
     }
-    if let Some(c) = chosen {
-        println!("MPM_VK_DEVICE={c} selects the device (by index or name)");
+    match (chosen, preferred) {
+        (Some(c), _) => println!("MPM_VK_DEVICE={c} selects the device (by index or name)"),
+        (None, Some(i)) if cpu_only(i) => println!(
+            "`--backend auto` runs on the {}: the only Vulkan device runs on the CPU, slower \
+             (`--backend vulkan` uses it)",
+            backend::cpu().describe()
+        ),
+        _ => {}
     }
     Ok(())
 }

@@ -41,17 +41,28 @@ fn environment_selects_or_fails_clearly() {
 
     let vk = mpm_vulkan::backend_for_tests(mpm::VulkanOptions::from_env(), "choosing Vulkan");
     let vk = vk.unwrap_or_else(|e| panic!("creating the Vulkan backend failed: {e}"));
-    if vk.is_some() {
+    if let Some(vk) = vk {
         std::env::set_var("MPM_BACKEND", "vulkan");
         assert_eq!(
             backend::auto().expect("a device works").kind(),
             BackendKind::Vulkan
         );
+        // auto takes a GPU, but not a Vulkan device that runs on the CPU (lavapipe): the
+        // CPU backend is faster there, unless MPM_VK_DEVICE names that device.
+        let software = vk.device_info().device_type == "cpu";
         std::env::set_var("MPM_BACKEND", "auto");
+        let expected = if software {
+            BackendKind::Cpu
+        } else {
+            BackendKind::Vulkan
+        };
+        assert_eq!(backend::auto().expect("a backend works").kind(), expected);
+        std::env::set_var("MPM_VK_DEVICE", vk.device_info().index.to_string());
         assert_eq!(
-            backend::auto().expect("a device works").kind(),
+            backend::auto().expect("the named device works").kind(),
             BackendKind::Vulkan
         );
+        std::env::remove_var("MPM_VK_DEVICE");
     }
     std::env::remove_var("MPM_BACKEND");
 }

@@ -34,6 +34,38 @@ fn repo(path: &str) -> String {
         .to_string()
 }
 
+/// `mpm run` honours `MPM_BACKEND` when `--backend` is absent, and refuses a value it does
+/// not know; both fail before the scene runs.
+#[test]
+fn run_reads_mpm_backend() {
+    let dir = scratch("env-backend");
+    let run = |backend: &str| {
+        Command::new(env!("CARGO_BIN_EXE_mpm"))
+            .args([
+                "run",
+                "--frames",
+                "1",
+                "--out",
+                dir.to_str().expect("utf-8"),
+            ])
+            .env("MPM_BACKEND", backend)
+            .env("MPM_VK_DEVICE", "no-such-gpu-anywhere")
+            .output()
+            .expect("the mpm binary runs")
+    };
+    let o = run("quantum");
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("unknown backend `quantum`"),
+        "{}",
+        text(&o)
+    );
+    // Vulkan as asked, on a device that does not exist: an error, not a run on auto's pick.
+    let o = run("vulkan");
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("no-such-gpu-anywhere"), "{}", text(&o));
+}
+
 #[test]
 fn info_summarises_a_scene() {
     let o = mpm(&["info", &repo("scenes/dam_break.toml")]);
@@ -73,8 +105,11 @@ fn devices_lists_or_explains() {
     let o = mpm(&["devices"]);
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
+    // auto's pick is marked; a Vulkan device that runs on the CPU is not auto's pick.
     assert!(
-        t.contains("<- auto") || t.contains("no Vulkan device"),
+        t.contains("<- auto")
+            || t.contains("no Vulkan device")
+            || (t.contains("(cpu)") && t.contains("`--backend auto` runs on the cpu")),
         "{t}"
     );
 }

@@ -131,7 +131,7 @@ fn run(out: &std::path::Path, frames: u32, resume: Option<PathBuf>) -> commands:
     std::fs::write(&scene, SMALL).expect("scene");
     commands::run(&RunOptions {
         scene: Some(scene),
-        backend: mpm::backend::Choice::Cpu,
+        backend: Some(mpm::backend::Choice::Cpu),
         frames: Some(frames),
         out: Some(out.to_path_buf()),
         resume,
@@ -176,7 +176,7 @@ fn resumed_runs_continue_bit_for_bit() {
     let scene = part.join("small.toml");
     let e = commands::run(&RunOptions {
         scene: Some(scene),
-        backend: mpm::backend::Choice::Cpu,
+        backend: Some(mpm::backend::Choice::Cpu),
         frames: Some(6),
         out: Some(part.clone()),
         resume: Some(damaged),
@@ -230,7 +230,7 @@ fn runs_write_pngs_plys_previews_and_a_final_checkpoint() {
     std::fs::write(&scene, text).expect("scene");
     let summary = commands::run(&RunOptions {
         scene: Some(scene),
-        backend: mpm::backend::Choice::Cpu,
+        backend: Some(mpm::backend::Choice::Cpu),
         frames: Some(3),
         out: Some(out.clone()),
         resume: None,
@@ -302,7 +302,7 @@ image_size = 96
     std::fs::write(&scene, text).expect("scene");
     commands::run(&RunOptions {
         scene: Some(scene),
-        backend: mpm::backend::Choice::Cpu,
+        backend: Some(mpm::backend::Choice::Cpu),
         frames: None,
         out: Some(out.clone()),
         resume: None,
