@@ -41,8 +41,8 @@ pub struct RunOptions {
     /// Continue from a checkpoint written by an earlier run of the same scene.
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// CPU threads (CPU runs are reproducible for a given thread count; with 1 thread also
-    /// on sparse grids).
+    /// CPU threads, 1 to 4 per core (CPU runs are reproducible for a given thread count on
+    /// dense grids; with 1 thread also on sparse grids).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Show the run in a window (left click: emit water; right drag: push material).
@@ -73,7 +73,7 @@ fn backend_for(flag: Option<Choice>, threads: Option<usize>) -> Result<BackendRe
     let choice = backend::choice(flag)?;
     let cpu = |threads: Option<usize>| -> Result<BackendRef, AnyError> {
         let cpu = match threads {
-            Some(n) => mpm_cpu::CpuBackend::with_threads(n)?,
+            Some(n) => mpm_cpu::CpuBackend::with_threads(thread_count(n)?)?,
             None => mpm_cpu::CpuBackend::new(),
         };
         Ok(Arc::new(cpu.reproducible()))
@@ -89,6 +89,24 @@ fn backend_for(flag: Option<Choice>, threads: Option<usize>) -> Result<BackendRe
             "--threads sets CPU threads; it needs --backend cpu (not {other:?})"
         )
         .into()),
+    }
+}
+
+/// Most threads `--threads` takes per core: beyond a few per core they only add overhead.
+const THREADS_PER_CORE: usize = 4;
+
+/// `--threads n`, checked: at least one, at most [`THREADS_PER_CORE`] per core.
+fn thread_count(n: usize) -> Result<usize, AnyError> {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let most = THREADS_PER_CORE * cores;
+    match n {
+        0 => Err("--threads 0: a run needs at least one thread".into()),
+        n if n > most => Err(format!(
+            "--threads {n}: this machine has {cores} cores; more than {most} threads only add \
+             overhead"
+        )
+        .into()),
+        n => Ok(n),
     }
 }
 

@@ -66,6 +66,16 @@ fn run_reads_mpm_backend() {
     assert!(text(&o).contains("no-such-gpu-anywhere"), "{}", text(&o));
 }
 
+/// `--threads` is bounded: 0 and thousands are refused with a message, before anything runs.
+#[test]
+fn threads_are_bounded() {
+    for (n, says) in [("0", "at least one thread"), ("100000", "cores")] {
+        let o = mpm(&["run", "--backend", "cpu", "--threads", n, "--frames", "1"]);
+        assert!(!o.status.success(), "--threads {n} ran: {}", text(&o));
+        assert!(text(&o).contains(says), "{}", text(&o));
+    }
+}
+
 #[test]
 fn info_summarises_a_scene() {
     let o = mpm(&["info", &repo("scenes/dam_break.toml")]);

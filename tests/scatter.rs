@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use mpm::core::Backend;
 use mpm::{kernel, BackendRef, CpuBackend, Field};
 
 /// Many particles add into few cells: the order of the additions changes the last bits.
@@ -68,4 +69,22 @@ fn reproducible_backends_give_the_same_bits() {
     let mut out = Field::<f32>::new(&reproducible, [700]).expect("out");
     splat_and_read(&mut grid, &mut out, 700, 7).expect("kernel");
     assert_eq!(grid.download().expect("grid"), vec![100.0; 7]);
+}
+
+/// The label says what holds: several threads add reproducibly into dense fields only
+/// (sparse ones keep shared atomics); one thread is reproducible throughout.
+#[test]
+fn the_label_claims_only_what_holds() {
+    let two = CpuBackend::with_threads(2).expect("pool").reproducible();
+    assert!(
+        two.describe().ends_with("reproducible on dense grids)"),
+        "{}",
+        two.describe()
+    );
+    let one = CpuBackend::with_threads(1).expect("pool");
+    assert!(
+        one.describe().ends_with(", reproducible)"),
+        "{}",
+        one.describe()
+    );
 }

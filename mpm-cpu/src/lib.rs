@@ -203,10 +203,12 @@ impl Backend for CpuBackend {
     }
 
     fn describe(&self) -> String {
-        let mode = if self.reproducible {
-            ", reproducible"
-        } else {
-            ""
+        // With several threads only dense fields add in a fixed order (sparse ones keep
+        // shared atomics); one thread is reproducible throughout.
+        let mode = match (self.reproducible, self.threads()) {
+            (_, 1) => ", reproducible",
+            (true, _) => ", reproducible on dense grids",
+            _ => "",
         };
         format!("cpu ({} threads{mode})", self.threads())
     }
