@@ -245,10 +245,11 @@ pub fn load<V: Elem, M: Elem>(
     path: &Path,
     dimension: u32,
 ) -> Result<(Header, Snapshot<V, M>), CheckpointError> {
-    let data = std::fs::read(path).map_err(|source| CheckpointError::Io {
-        path: path.into(),
-        source,
-    })?;
+    let data = crate::input::read_bounded(path, crate::input::CHECKPOINT_LIMIT, "checkpoint")
+        .map_err(|source| CheckpointError::Io {
+            path: path.into(),
+            source,
+        })?;
     let invalid = |why: String| CheckpointError::Invalid {
         path: path.into(),
         why,

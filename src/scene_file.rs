@@ -459,10 +459,14 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
 impl Scene {
     /// Reads and checks a scene file.
     pub fn load(path: &Path) -> Result<Scene, SceneError> {
-        let source = std::fs::read_to_string(path).map_err(|e| SceneError::File {
+        let file_error = |message: String| SceneError::File {
             file: path.display().to_string(),
-            message: format!("cannot read it: {e}"),
-        })?;
+            message,
+        };
+        let bytes = crate::input::read_bounded(path, crate::input::SCENE_LIMIT, "scene file")
+            .map_err(|e| file_error(format!("cannot read it: {e}")))?;
+        let source = String::from_utf8(bytes)
+            .map_err(|e| file_error(format!("cannot read it: not UTF-8 text ({e})")))?;
         Scene::parse(&path.display().to_string(), &source)
     }
 

@@ -76,6 +76,33 @@ fn threads_are_bounded() {
     }
 }
 
+/// Input that is not a regular file fails at once, naming it: a scene or a checkpoint that
+/// is `/dev/zero` used to grow until the kernel killed the process.
+#[test]
+fn non_files_are_refused() {
+    let o = mpm(&["run", "/dev/zero"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("/dev/zero") && text(&o).contains("not a regular file"),
+        "{}",
+        text(&o)
+    );
+    let dir = scratch("resume-zero");
+    let o = mpm(&[
+        "run",
+        "--resume",
+        "/dev/zero",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("/dev/zero") && text(&o).contains("not a regular file"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn info_summarises_a_scene() {
     let o = mpm(&["info", &repo("scenes/dam_break.toml")]);
