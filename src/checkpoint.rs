@@ -235,9 +235,11 @@ pub fn save<V: Elem, M: Elem>(
         path: path.into(),
         source,
     };
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &w.0).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    crate::files::write_atomically(path, |f| {
+        use std::io::Write;
+        f.write_all(&w.0)
+    })
+    .map_err(io)
 }
 
 /// Reads a checkpoint, checking its magic, version, checksum and dimension.
@@ -245,7 +247,7 @@ pub fn load<V: Elem, M: Elem>(
     path: &Path,
     dimension: u32,
 ) -> Result<(Header, Snapshot<V, M>), CheckpointError> {
-    let data = crate::input::read_bounded(path, crate::input::CHECKPOINT_LIMIT, "checkpoint")
+    let data = crate::files::read_bounded(path, crate::files::CHECKPOINT_LIMIT, "checkpoint")
         .map_err(|source| CheckpointError::Io {
             path: path.into(),
             source,

@@ -139,6 +139,17 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         .unwrap_or_else(|| PathBuf::from("out").join(stem));
     std::fs::create_dir_all(&out)
         .map_err(|e| format!("cannot create output folder {}: {e}", out.display()))?;
+    match crate::files::remove_stale_temporaries(&out) {
+        Ok(0) => {}
+        Ok(n) => eprintln!(
+            "mpm: removed {n} temporary file(s) that a killed run left in {}",
+            out.display()
+        ),
+        Err(e) => eprintln!(
+            "mpm: cannot clear temporary files in {}: {e}",
+            out.display()
+        ),
+    }
     let summary = match scene.dimension() {
         2 => drive::<D2, 2>(&scene, &backend, opts, &out)?,
         _ => drive::<D3, 3>(&scene, &backend, opts, &out)?,

@@ -19,7 +19,7 @@ pub mod cli;
 pub mod commands;
 pub mod demos;
 pub mod error;
-pub mod input;
+pub mod files;
 pub mod mesh;
 pub mod output;
 pub mod render;

@@ -1090,7 +1090,7 @@ fn obj_reference(token: &str, vertices: usize, file: &str, line: usize) -> Resul
 
 fn read(path: &Path) -> Result<(String, Vec<u8>), MeshError> {
     let file = path.display().to_string();
-    match crate::input::read_bounded(path, crate::input::MESH_LIMIT, "mesh") {
+    match crate::files::read_bounded(path, crate::files::MESH_LIMIT, "mesh") {
         Ok(bytes) => Ok((file, bytes)),
         Err(source) => Err(MeshError::Io { file, source }),
     }

@@ -36,46 +36,16 @@ pub enum OutputError {
     Invalid { path: PathBuf, message: String },
 }
 
-/// Writes `path` through a temporary sibling file: `body` fills it, then it is synced and
-/// renamed over `path`. On any failure the temporary file is removed.
+/// Writes `path` atomically (see [`crate::files::write_atomically`]).
 fn write_atomically(
     path: &Path,
     body: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
 ) -> Result<(), OutputError> {
-    let name = path.file_name().ok_or_else(|| OutputError::Invalid {
+    crate::files::write_atomically(path, body).map_err(|source| OutputError::Io {
         path: path.to_path_buf(),
-        message: "the path names no file".into(),
-    })?;
-    // Hidden, per-process name: concurrent writers of one path cannot clobber each other's
-    // half-written files, and globs for `*.ply` do not pick it up.
-    let tmp = path.with_file_name(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let io = |action: String| {
-        move |source| OutputError::Io {
-            path: path.to_path_buf(),
-            action,
-            source,
-        }
-    };
-    let file =
-        File::create(&tmp).map_err(io(format!("creating the temporary file {}", tmp.display())))?;
-    let result = (|| {
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        body(&mut w).map_err(io("writing".into()))?;
-        let file = w
-            .into_inner()
-            .map_err(|e| io("writing".into())(e.into_error()))?;
-        file.sync_all().map_err(io("syncing to disk".into()))?;
-        drop(file);
-        std::fs::rename(&tmp, path).map_err(io(format!("renaming {} into place", tmp.display())))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+        action: "saving".into(),
+        source,
+    })
 }
 
 /// The PLY header shared by the 2D and 3D writers.

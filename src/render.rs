@@ -189,12 +189,12 @@ pub fn particles_2d_by(
     img
 }
 
-/// Writes a PNG atomically: to a temporary file, then renamed into place.
+/// Writes a PNG atomically (see [`crate::files::write_atomically`]).
 pub fn save_png(img: &RgbImage, path: &Path) -> std::io::Result<()> {
-    let tmp = path.with_extension("png.tmp");
-    img.save_with_format(&tmp, image::ImageFormat::Png)
-        .map_err(std::io::Error::other)?;
-    std::fs::rename(&tmp, path)
+    crate::files::write_atomically(path, |w| {
+        img.write_to(w, image::ImageFormat::Png)
+            .map_err(std::io::Error::other)
+    })
 }
 
 /// An orbit camera (y up): it sits `distance` from `target`, turned `yaw` about the y axis and

@@ -463,7 +463,7 @@ impl Scene {
             file: path.display().to_string(),
             message,
         };
-        let bytes = crate::input::read_bounded(path, crate::input::SCENE_LIMIT, "scene file")
+        let bytes = crate::files::read_bounded(path, crate::files::SCENE_LIMIT, "scene file")
             .map_err(|e| file_error(format!("cannot read it: {e}")))?;
         let source = String::from_utf8(bytes)
             .map_err(|e| file_error(format!("cannot read it: not UTF-8 text ({e})")))?;

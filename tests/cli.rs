@@ -103,6 +103,35 @@ fn non_files_are_refused() {
     );
 }
 
+/// A run clears the temporary files a killed run left in its output folder, and leaves none
+/// of its own.
+#[test]
+fn runs_clear_temporaries_left_by_killed_runs() {
+    let dir = scratch("stale-tmp");
+    let stale = dir.join(".frame_0001.ply.4000000000.tmp");
+    std::fs::write(&stale, b"half a frame").expect("write");
+    let o = mpm(&[
+        "run",
+        "--frames",
+        "1",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("removed 1 temporary file"),
+        "{}",
+        text(&o)
+    );
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn info_summarises_a_scene() {
     let o = mpm(&["info", &repo("scenes/dam_break.toml")]);
