@@ -30,6 +30,8 @@ pub struct CompileStats {
     pub memory_hits: u64,
     /// Shaders loaded from the on-disk cache.
     pub disk_hits: u64,
+    /// On-disk entries that were damaged or held another shader, rebuilt.
+    pub rejected: u64,
     /// Time spent in shaderc.
     pub compile_time: Duration,
 }
@@ -41,6 +43,66 @@ pub(crate) struct ShaderCache {
     /// Device capabilities and compiler version, mixed into every key.
     salt: String,
     pub stats: CompileStats,
+}
+
+/// The first bytes of an on-disk cache entry (format version 1).
+const ENTRY_MAGIC: &[u8; 8] = b"mpmcach1";
+
+/// An on-disk cache entry: magic, the key it was stored under, the payload's length and
+/// checksum, then the payload. A damaged, truncated or swapped file thus reads as a miss
+/// (see [`unseal`]), never as a wrong shader.
+fn seal(key: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + payload.len());
+    out.extend_from_slice(ENTRY_MAGIC);
+    out.extend_from_slice(&key.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&fnv1a64(&[payload]).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The payload of an entry stored under `key`, or `None` when the bytes are not one intact.
+fn unseal(key: u64, bytes: &[u8]) -> Option<&[u8]> {
+    let word = |k: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(k..k + 8)?.try_into().ok()?))
+    };
+    let payload = bytes.get(32..)?;
+    let intact = bytes.get(..8)? == ENTRY_MAGIC
+        && word(8)? == key
+        && word(16)? == payload.len() as u64
+        && word(24)? == fnv1a64(&[payload]);
+    intact.then_some(payload)
+}
+
+/// Reads the entry at `path` stored under `key`: `Ok(None)` when there is none (or a file
+/// of an older format), `Err(())` when the file is an entry but not an intact one for `key`
+/// (it is then rebuilt).
+fn read_entry(path: &Path, key: u64) -> std::result::Result<Option<Vec<u8>>, ()> {
+    match std::fs::read(path) {
+        Err(_) => Ok(None),
+        Ok(bytes) if !bytes.starts_with(ENTRY_MAGIC) => Ok(None),
+        Ok(bytes) => unseal(key, &bytes).map(|p| Some(p.to_vec())).ok_or(()),
+    }
+}
+
+/// The key of a device's pipeline cache entry.
+fn pipeline_key(device_id: &str) -> u64 {
+    fnv1a64(&[b"pipeline-cache", device_id.as_bytes()])
+}
+
+/// A persisted `VkPipelineCache`'s data for the device, if an intact entry exists; a damaged
+/// one is named on stderr and ignored (the next save replaces it).
+pub fn load_pipeline_cache(path: &Path, device_id: &str) -> Vec<u8> {
+    match read_entry(path, pipeline_key(device_id)) {
+        Ok(data) => data.unwrap_or_default(),
+        Err(()) => {
+            eprintln!(
+                "mpm: the pipeline cache {} is damaged or belongs to another device; it is rebuilt",
+                path.display()
+            );
+            Vec::new()
+        }
+    }
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -101,17 +163,28 @@ impl ShaderCache {
         }
         let path = self.dir.as_ref().map(|d| d.join(format!("{key:016x}.spv")));
         if let Some(p) = &path {
-            if let Ok(bytes) = std::fs::read(p) {
-                if bytes.len() % 4 == 0 && bytes.len() >= 20 {
-                    let words: Vec<u32> = bytes
-                        .chunks_exact(4)
-                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect();
-                    if words[0] == 0x0723_0203 {
-                        self.stats.disk_hits += 1;
-                        self.memory.insert(key, words.clone());
-                        return Ok(words);
-                    }
+            let words = read_entry(p, key).map(|bytes| {
+                bytes
+                    .filter(|b| b.len() % 4 == 0 && b.len() >= 20)
+                    .map(|b| {
+                        b.chunks_exact(4)
+                            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect::<Vec<u32>>()
+                    })
+            });
+            match words {
+                Ok(Some(words)) if words[0] == SPIRV_MAGIC => {
+                    self.stats.disk_hits += 1;
+                    self.memory.insert(key, words.clone());
+                    return Ok(words);
+                }
+                Ok(_) => {}
+                Err(()) => {
+                    self.stats.rejected += 1;
+                    eprintln!(
+                        "mpm: the shader cache entry {} is damaged or holds another shader; it is rebuilt",
+                        p.display()
+                    );
                 }
             }
         }
@@ -121,7 +194,7 @@ impl ShaderCache {
         self.stats.compiled += 1;
         if let Some(p) = &path {
             // A failed cache write only costs a recompile next time.
-            let _ = write_atomic(p, bytemuck::cast_slice(&words));
+            let _ = write_atomic(p, &seal(key, bytemuck::cast_slice(&words)));
         }
         self.memory.insert(key, words.clone());
         Ok(words)
@@ -167,13 +240,59 @@ pub fn pipeline_cache_path(device_id: &str) -> Option<PathBuf> {
     cache_dir().map(|d| d.join(format!("pipeline-cache-{device_id}.bin")))
 }
 
-pub fn save_pipeline_cache(path: &Path, data: &[u8]) {
-    let _ = write_atomic(path, data);
+pub fn save_pipeline_cache(path: &Path, device_id: &str, data: &[u8]) {
+    let _ = write_atomic(path, &seal(pipeline_key(device_id), data));
 }
+
+/// The first word of every SPIR-V module.
+const SPIRV_MAGIC: u32 = 0x0723_0203;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A damaged entry (a flipped byte past the SPIR-V magic word) and an entry copied under
+    /// another shader's name are misses: rebuilt, named, and never run.
+    #[test]
+    fn damaged_or_swapped_entries_are_rebuilt() {
+        let dir = std::env::temp_dir().join(format!("mpm-spirv-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let fresh = || {
+            let mut c = ShaderCache::new("test".into());
+            c.dir = Some(dir.clone());
+            c
+        };
+        let a = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n";
+        let b = "#version 450\nlayout(local_size_x = 2) in;\nvoid main() {}\n";
+        let mut c = fresh();
+        let (wa, wb) = (
+            c.spirv("k", "a", a).expect("a"),
+            c.spirv("k", "b", b).expect("b"),
+        );
+        assert_eq!(c.stats.compiled, 2);
+        let file = |src: &str| dir.join(format!("{:016x}.spv", c.key(src)));
+        let (fa, fb) = (file(a), file(b));
+        // Intact: a disk hit.
+        let mut c2 = fresh();
+        assert_eq!(c2.spirv("k", "a", a).expect("a"), wa);
+        assert_eq!((c2.stats.disk_hits, c2.stats.compiled), (1, 0));
+        // Damaged past the magic: rebuilt.
+        let mut bytes = std::fs::read(&fa).expect("entry");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        std::fs::write(&fa, &bytes).expect("damage");
+        let mut c3 = fresh();
+        assert_eq!(c3.spirv("k", "a", a).expect("a"), wa);
+        assert_eq!((c3.stats.rejected, c3.stats.compiled), (1, 1));
+        // b's entry under a's name: rebuilt, and a's shader comes back.
+        std::fs::copy(&fb, &fa).expect("swap");
+        let mut c4 = fresh();
+        let again = c4.spirv("k", "a", a).expect("a");
+        assert_eq!(again, wa);
+        assert_ne!(again, wb);
+        assert_eq!((c4.stats.rejected, c4.stats.compiled), (1, 1));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn error_quotes_line() {

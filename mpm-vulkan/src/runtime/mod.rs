@@ -19,7 +19,7 @@ use mpm_core::layout::Structure;
 use mpm_core::{Error, Result};
 
 use crate::cache::Lru;
-use crate::compile::{pipeline_cache_path, save_pipeline_cache, ShaderCache};
+use crate::compile::{load_pipeline_cache, pipeline_cache_path, save_pipeline_cache, ShaderCache};
 use crate::context::{backend_err, vk_err, Context};
 use crate::memory::GpuBuffer;
 use crate::CompiledShader;
@@ -191,7 +191,7 @@ impl Runtime {
         let initial = rt
             .pipeline_cache_file
             .as_ref()
-            .and_then(|p| std::fs::read(p).ok())
+            .map(|p| load_pipeline_cache(p, &rt.ctx.pipeline_cache_id))
             .unwrap_or_default();
         let ci = vk::PipelineCacheCreateInfo::default().initial_data(&initial);
         // SAFETY: the initial data is only a hint: drivers validate its header and ignore foreign
@@ -288,7 +288,7 @@ impl Drop for Runtime {
                     &self.pipeline_cache_file,
                     d.get_pipeline_cache_data(self.pipeline_cache),
                 ) {
-                    save_pipeline_cache(path, &data);
+                    save_pipeline_cache(path, &self.ctx.pipeline_cache_id, &data);
                 }
                 d.destroy_pipeline_cache(self.pipeline_cache, None);
             }
