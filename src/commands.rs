@@ -110,14 +110,15 @@ fn thread_count(n: usize) -> Result<usize, AnyError> {
     }
 }
 
-/// Set by Ctrl-C; the run loop then writes a checkpoint and stops.
+/// Set by Ctrl-C, SIGTERM or SIGHUP; the run loop then writes a checkpoint and stops.
 fn interrupted() -> &'static AtomicBool {
     static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
     FLAG.get_or_init(|| {
         let flag = Arc::new(AtomicBool::new(false));
         let handler_flag = flag.clone();
-        // Without a handler (e.g. one is installed already) Ctrl-C just ends the process;
-        // finished frames and checkpoints stay intact either way.
+        // ctrlc's `termination` feature takes SIGTERM and SIGHUP too. Without a handler
+        // (e.g. one is installed already) a signal just ends the process; finished frames
+        // and checkpoints stay intact either way.
         let _ = ctrlc::set_handler(move || handler_flag.store(true, Ordering::SeqCst));
         flag
     })
@@ -125,6 +126,9 @@ fn interrupted() -> &'static AtomicBool {
 
 /// `mpm run`.
 pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
+    // From the start: a signal during setup (building 10M particles takes a while) stops the
+    // run before its first frame, with a checkpoint, as one during stepping does.
+    let _ = interrupted();
     let scene = scene_file::load_or_default(opts.scene.as_ref())?;
     let backend = backend_for(opts.backend, opts.threads)?;
     let stem = opts

@@ -250,6 +250,42 @@ fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SIGTERM and SIGHUP end a run as Ctrl-C does: a checkpoint, and exit status 130.
+#[test]
+fn term_and_hup_leave_a_checkpoint() {
+    for signal in ["TERM", "HUP"] {
+        let dir = scratch(&format!("signal-{signal}"));
+        let out = dir.to_str().expect("utf-8 path");
+        let child = Command::new(env!("CARGO_BIN_EXE_mpm"))
+            .args(["run", "--backend", "cpu", "--frames", "1000", "--out", out])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mpm runs");
+        let start = Instant::now();
+        while !dir.join("frame_00001.png").exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "no frames written"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+        let o = child.wait_with_output().expect("mpm ends");
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(130), "SIG{signal}: {t}");
+        assert!(
+            dir.join("checkpoint.mpmck").is_file(),
+            "SIG{signal}: no checkpoint: {t}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn view_without_a_display_runs_headless() {
     let dir = scratch("headless");
