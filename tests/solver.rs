@@ -545,6 +545,20 @@ fn bad_settings_and_inputs_are_named(b: &BackendRef) {
         .add_particles(&behind, Sampling::Regular, 0.01, m, [0.0, 0.0])
         .expect_err("behind the wall");
     assert!(e.to_string().contains("outside the domain"), "{e}");
+    // 2.8e9 particles (under the 2^32 lattice cap) need hundreds of GiB: refused with the
+    // estimate before anything is allocated, where this used to abort in the allocator.
+    let huge = Region::Box {
+        min: [0.1, 0.1],
+        max: [0.9, 0.9],
+    };
+    let e = solver
+        .add_particles(&huge, Sampling::Regular, 1.5e-5, m, [0.0, 0.0])
+        .expect_err("too many particles");
+    let t = e.to_string();
+    assert!(
+        t.contains("GiB") && t.contains("available") && t.contains("spacing"),
+        "{t}"
+    );
     let e = solver
         .add_collider(Collider::fixed(
             Shape::Sphere {

@@ -456,6 +456,13 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         material: MaterialId,
         velocity: [f32; D],
     ) -> Result<usize> {
+        if spacing.is_finite() && spacing > 0.0 {
+            let estimate = region_volume(region) as f64 / (spacing as f64).powi(D as i32);
+            check_memory::<S::V, S::M>(
+                estimate,
+                &format!("filling {region:?} at spacing {spacing}"),
+            )?;
+        }
         let positions = seeding::fill(region, spacing, sampling, self.seed)?;
         self.seed = self.seed.wrapping_add(1);
         let volume = match sampling {
@@ -906,6 +913,39 @@ pub struct Snapshot<V, M> {
 
 /// Cells between the border and where particles may be (a cubic stencil reaches two).
 pub const MARGIN: f32 = 2.0;
+
+/// Refuses to add about `particles` particles when they would not fit in the memory this
+/// machine has available (`MemAvailable` on Linux; no check where it cannot be read): better a
+/// message with the estimate than an abort in the allocator. Per particle it counts the host
+/// positions and velocities being added, and the particle fields as they grow (a quarter at a
+/// time, old and new copies side by side while they move).
+fn check_memory<V, M>(particles: f64, what: &str) -> Result<()> {
+    let (v, m) = (size_of::<V>() as f64, size_of::<M>() as f64);
+    let per_particle = 2.0 * v + 2.25 * (2.0 * v + 3.0 * m + 16.0);
+    let needed = particles * per_particle;
+    let Some(available) = available_memory() else {
+        return Ok(());
+    };
+    if needed <= available as f64 {
+        return Ok(());
+    }
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    Err(SolverError::InvalidParameter(format!(
+        "{what}: about {particles:.3e} particles need about {:.1} GiB ({per_particle:.0} bytes \
+         each while they are added), but {:.1} GiB of memory is available; use a larger spacing \
+         or a smaller region",
+        gib(needed),
+        gib(available as f64)
+    )))
+}
+
+/// Bytes of memory available to new allocations, where the system says (Linux).
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
 
 fn region_volume<const D: usize>(region: &Region<D>) -> f32 {
     match region {
