@@ -282,6 +282,28 @@ fn emitters_add_particles_over_time(b: &BackendRef) {
     }
     // 0.1 s ran; the emitter fired at t = 0, 0.01, ..., 0.04: five times 3 x 6 particles.
     assert_eq!(s.particles.count(), 5 * 3 * 6);
+    // An emitter whose firings would add far more than memory holds (1e6 firings of 4.5e6
+    // particles) is refused when it is added, with the estimate, not after running for a while.
+    let e = s
+        .add_emitter(Emitter {
+            region: Region::Box {
+                min: [0.1, 0.1],
+                max: [0.9, 0.9],
+            },
+            sampling: Sampling::Regular,
+            spacing: 1.0 / 2650.0,
+            material: m,
+            velocity: [0.0, 0.0],
+            interval: 1e-6,
+            start: 0.0,
+            stop: 1.0,
+        })
+        .expect_err("too much to emit");
+    let t = e.to_string();
+    assert!(
+        t.contains("emitter") && t.contains("GiB") && t.contains("available"),
+        "{t}"
+    );
 }
 
 fn colliders_hold_material_up(b: &BackendRef) {

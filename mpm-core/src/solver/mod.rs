@@ -419,6 +419,29 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 emitter.interval
             )));
         }
+        if !(emitter.spacing.is_finite() && emitter.spacing > 0.0) {
+            return Err(SolverError::InvalidParameter(format!(
+                "emitter spacing {} must be finite and > 0",
+                emitter.spacing
+            )));
+        }
+        // Up front: what the emitter adds over its whole life (one firing when it never
+        // stops) must fit with the particles already there.
+        let per_firing =
+            region_volume(&emitter.region) as f64 / (emitter.spacing as f64).powi(D as i32);
+        let firings = match emitter.stop.is_finite() {
+            true => ((emitter.stop - emitter.start) as f64 / emitter.interval as f64)
+                .ceil()
+                .max(1.0),
+            false => 1.0,
+        };
+        check_memory::<S::V, S::M>(
+            self.particles.count() as f64 + per_firing * firings,
+            &format!(
+                "an emitter adding about {per_firing:.3e} particles {firings} time(s) to {}",
+                self.particles.count()
+            ),
+        )?;
         let first = emitter.start as f64;
         self.emitters.push((emitter, first));
         Ok(())
