@@ -582,8 +582,13 @@ pub fn devices() -> Result<(), AnyError> {
         .ok()
         .filter(|v| !v.trim().is_empty());
     let preferred = mpm_vulkan::preferred_device(&list);
+    let named = chosen
+        .as_deref()
+        .and_then(|c| mpm_vulkan::named_device(&list, c));
     for (i, d) in list.iter().enumerate() {
-        let mark = if chosen.is_none() && preferred == Some(i) && !cpu_only(i) {
+        let mark = if named == Some(i) {
+            "  <- MPM_VK_DEVICE"
+        } else if chosen.is_none() && preferred == Some(i) && !cpu_only(i) {
             "  <- auto"
         } else {
             ""
@@ -599,7 +604,13 @@ pub fn devices() -> Result<(), AnyError> {
         );
     }
     match (chosen, preferred) {
-        (Some(c), _) => println!("MPM_VK_DEVICE={c} selects the device (by index or name)"),
+        (Some(c), _) if named.is_none() => {
+            return Err(format!(
+                "MPM_VK_DEVICE={c} matches none of these devices (give an index or part of a name)"
+            )
+            .into())
+        }
+        (Some(c), _) => println!("MPM_VK_DEVICE={c} selects the marked device"),
         (None, Some(i)) if cpu_only(i) => println!(
             "`--backend auto` runs on the {}: the only Vulkan device runs on the CPU, slower \
              (`--backend vulkan` uses it)",

@@ -180,6 +180,31 @@ fn devices_lists_or_explains() {
     );
 }
 
+/// `mpm devices` marks the device `MPM_VK_DEVICE` selects, and fails when it names none.
+#[test]
+fn devices_checks_mpm_vk_device() {
+    let devices = |want: &str| {
+        Command::new(env!("CARGO_BIN_EXE_mpm"))
+            .arg("devices")
+            .env("MPM_VK_DEVICE", want)
+            .output()
+            .expect("the mpm binary runs")
+    };
+    let o = devices("99");
+    if text(&o).contains("no Vulkan device") {
+        return; // nothing to select from on this machine
+    }
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("MPM_VK_DEVICE=99 matches none"),
+        "{}",
+        text(&o)
+    );
+    let o = devices("0");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("<- MPM_VK_DEVICE"), "{}", text(&o));
+}
+
 #[test]
 fn bench_prints_a_table() {
     let o = mpm(&["bench", "--steps", "2", "--backends", "cpu"]);

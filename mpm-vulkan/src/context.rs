@@ -215,16 +215,8 @@ fn pick(cands: Vec<Candidate>, want: Option<&str>) -> Result<Candidate> {
     };
     match want.map(str::trim).filter(|w| !w.is_empty()) {
         Some(w) => {
-            let found = match w.parse::<usize>() {
-                Ok(i) => cands.iter().position(|c| c.info.index == i),
-                Err(_) => {
-                    let lw = w.to_lowercase();
-                    cands
-                        .iter()
-                        .position(|c| c.info.name.to_lowercase().contains(&lw))
-                }
-            };
-            match found {
+            let infos: Vec<DeviceInfo> = cands.iter().map(|c| c.info.clone()).collect();
+            match named_device(&infos, w) {
                 Some(i) => Ok(cands.into_iter().nth(i).expect("index from position")),
                 None => Err(Error::DeviceNotFound {
                     asked: w.to_string(),
@@ -239,6 +231,21 @@ fn pick(cands: Vec<Candidate>, want: Option<&str>) -> Result<Candidate> {
                 .into_iter()
                 .nth(i)
                 .expect("a preferred device is listed"))
+        }
+    }
+}
+
+/// The position in `devices` of the one `MPM_VK_DEVICE=want` selects: by index, or the first
+/// whose name contains `want` (ignoring case).
+pub fn named_device(devices: &[DeviceInfo], want: &str) -> Option<usize> {
+    let want = want.trim();
+    match want.parse::<usize>() {
+        Ok(i) => devices.iter().position(|d| d.index == i),
+        Err(_) => {
+            let lw = want.to_lowercase();
+            devices
+                .iter()
+                .position(|d| d.name.to_lowercase().contains(&lw))
         }
     }
 }

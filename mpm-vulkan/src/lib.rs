@@ -20,7 +20,7 @@ use mpm_core::backend::{Buffer, LaunchArgs, LaunchReport, LoopTiming};
 use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 
 pub use compile::{cache_dir, CompileStats};
-pub use context::{list_devices, preferred_device};
+pub use context::{list_devices, named_device, preferred_device};
 pub use runtime::{COMPILED_KEPT, LOCAL_SIZE};
 
 use context::{backend_err, Context};
