@@ -230,6 +230,13 @@ fn drive<S: Space<D>, const D: usize>(
         first = header.frame;
     }
     let frames = opts.frames.unwrap_or(scene.frames());
+    if opts.resume.is_some() && frames <= first {
+        return Err(format!(
+            "the checkpoint is at frame {first} and the run ends at frame {frames}: nothing to \
+             run (give --frames above {first})"
+        )
+        .into());
+    }
     let bar = ProgressBar::new(frames as u64).with_position(first as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} frames, {per_sec}, {eta} left {msg}")

@@ -205,6 +205,33 @@ fn devices_checks_mpm_vk_device() {
     assert!(text(&o).contains("<- MPM_VK_DEVICE"), "{}", text(&o));
 }
 
+/// Resuming with `--frames` at or below the checkpoint's frame is an error that says so (it
+/// used to end at once, successfully, having done nothing).
+#[test]
+fn resuming_past_the_end_is_an_error() {
+    let dir = scratch("resume-past");
+    let source = std::fs::read_to_string(repo("scenes/dam_break.toml")).expect("scene");
+    let scene = match source.contains("[output]") {
+        true => source.replacen("[output]", "[output]\ncheckpoint_every = 1", 1),
+        false => format!("{source}\n[output]\ncheckpoint_every = 1\n"),
+    };
+    let path = dir.join("scene.toml");
+    std::fs::write(&path, scene).expect("write");
+    let (scene, out) = (path.to_str().expect("utf-8"), dir.to_str().expect("utf-8"));
+    let o = mpm(&["run", scene, "--frames", "2", "--out", out]);
+    assert!(o.status.success(), "{}", text(&o));
+    let checkpoint = dir.join("checkpoint.mpmck");
+    let ck = checkpoint.to_str().expect("utf-8");
+    for frames in ["1", "2"] {
+        let o = mpm(&[
+            "run", scene, "--frames", frames, "--out", out, "--resume", ck,
+        ]);
+        assert!(!o.status.success(), "--frames {frames}: {}", text(&o));
+        assert!(text(&o).contains("nothing to run"), "{}", text(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bench_prints_a_table() {
     let o = mpm(&["bench", "--steps", "2", "--backends", "cpu"]);
