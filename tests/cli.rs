@@ -242,31 +242,38 @@ fn bench_prints_a_table() {
     }
 }
 
-#[test]
-fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
-    let dir = scratch("interrupt");
-    let out = dir.to_str().expect("utf-8 path");
+/// Starts a long CPU run into `dir`, waits until it wrote `frame`, then sends it `signal`
+/// (as `kill -SIGNAL` does) and returns what it printed and its exit status.
+fn interrupt(dir: &Path, frame: &str, signal: &str) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_mpm"))
-        .args(["run", "--backend", "cpu", "--frames", "1000", "--out", out])
+        .args(["run", "--backend", "cpu", "--frames", "1000", "--out"])
+        .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("mpm runs");
-    // Wait for a few frames, then interrupt it as Ctrl-C would.
     let start = Instant::now();
-    while !dir.join("frame_00002.png").exists() {
+    while !dir.join(frame).exists() {
         assert!(
             start.elapsed() < Duration::from_secs(120),
             "no frames written"
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
     }
     let sent = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([format!("-{signal}"), child.id().to_string()])
         .status()
         .expect("kill runs");
     assert!(sent.success());
-    let o = child.wait_with_output().expect("mpm ends");
+    child.wait_with_output().expect("mpm ends")
+}
+
+#[test]
+fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
+    let dir = scratch("interrupt");
+    let out = dir.to_str().expect("utf-8 path");
+    // Interrupt it after a few frames, as Ctrl-C would.
+    let o = interrupt(&dir, "frame_00002.png", "INT");
     let t = text(&o);
     assert_eq!(
         o.status.code(),
@@ -307,27 +314,7 @@ fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
 fn term_and_hup_leave_a_checkpoint() {
     for signal in ["TERM", "HUP"] {
         let dir = scratch(&format!("signal-{signal}"));
-        let out = dir.to_str().expect("utf-8 path");
-        let child = Command::new(env!("CARGO_BIN_EXE_mpm"))
-            .args(["run", "--backend", "cpu", "--frames", "1000", "--out", out])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mpm runs");
-        let start = Instant::now();
-        while !dir.join("frame_00001.png").exists() {
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "no frames written"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let sent = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(sent.success());
-        let o = child.wait_with_output().expect("mpm ends");
+        let o = interrupt(&dir, "frame_00001.png", signal);
         let t = text(&o);
         assert_eq!(o.status.code(), Some(130), "SIG{signal}: {t}");
         assert!(
