@@ -32,26 +32,19 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use rayon::prelude::*;
 
-use crate::host::{Access, AtomicAdd, FieldIndex, View};
+use crate::host::{add_word, increment, sum_word, Access, AtomicAdd, FieldIndex, View};
 use crate::types::{Elem, Scalar};
 
-/// One word's share of an add outside the window.
+/// One word's share of an add outside the window: its increment.
 struct Queued<'a> {
     word: &'a AtomicU32,
-    bits: u32,
+    inc: u32,
     float: bool,
 }
 
 impl Queued<'_> {
     fn apply(&self) {
-        if self.float {
-            let v = f32::from_bits(self.bits);
-            let _ = self.word.fetch_update(Relaxed, Relaxed, |old| {
-                Some((f32::from_bits(old) + v).to_bits())
-            });
-        } else {
-            self.word.fetch_add(self.bits, Relaxed);
-        }
+        add_word(self.word, self.inc, self.float);
     }
 }
 
@@ -143,28 +136,17 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
         let mut w = [0u32; 16];
         value.write_words(&mut w[..T::WORDS]);
         let float = T::SCALAR == Scalar::F32;
-        // The increment of one word: a float's sign flips for `-=`, an integer wraps.
-        let bits = |word: u32| match (float, subtract) {
-            (true, true) => (-f32::from_bits(word)).to_bits(),
-            (false, true) => word.wrapping_neg(),
-            _ => word,
-        };
         if owned {
             for (word, cell) in w.iter().zip(cells) {
-                let old = cell.load(Relaxed);
-                let sum = if float {
-                    (f32::from_bits(old) + f32::from_bits(bits(*word))).to_bits()
-                } else {
-                    old.wrapping_add(bits(*word))
-                };
-                cell.store(sum, Relaxed);
+                let inc = increment(*word, float, subtract);
+                cell.store(sum_word(cell.load(Relaxed), inc, float), Relaxed);
             }
         } else {
             let mut queued = self.block.queued.borrow_mut();
             for (word, cell) in w.iter().zip(cells) {
                 queued.push(Queued {
                     word: cell,
-                    bits: bits(*word),
+                    inc: increment(*word, float, subtract),
                     float,
                 });
             }

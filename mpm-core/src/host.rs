@@ -66,7 +66,7 @@ impl<'a> HostArgs<'a> {
 
 /// A typed view of one field during a CPU launch.
 pub struct View<'a, T, const D: usize> {
-    pub(crate) words: &'a [AtomicU32],
+    words: &'a [AtomicU32],
     shape: [u32; D],
     /// The layout tree of a sparse field, by reference: the view stays small enough to copy
     /// into registers per invocation (see [`Access`]).
@@ -179,7 +179,12 @@ impl<'a, T: Elem, const D: usize> View<'a, T, D> {
         activate: bool,
         cache: &BlockCache,
     ) -> Option<usize> {
-        let c = self.coords(index)?;
+        self.element_at(self.coords(index)?, activate, cache)
+    }
+
+    /// The first word of the element at in-range coordinates `c` (see [`View::locate`]).
+    #[inline(always)]
+    fn element_at(&self, c: [u32; 3], activate: bool, cache: &BlockCache) -> Option<usize> {
         let element = match &self.tree {
             None => self.dense_element(c),
             Some(tree) => tree.locate_cached::<D>(c, activate, cache)? as usize,
@@ -331,17 +336,7 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
         value.write_words(&mut w[..T::WORDS]);
         let float = T::SCALAR == Scalar::F32;
         for (word, cell) in w.iter().zip(self.view.cells(base)) {
-            if float {
-                let v = f32::from_bits(*word);
-                let v = if subtract { -v } else { v };
-                let _ = cell.fetch_update(Relaxed, Relaxed, |old| {
-                    Some((f32::from_bits(old) + v).to_bits())
-                });
-            } else if subtract {
-                cell.fetch_sub(*word, Relaxed);
-            } else {
-                cell.fetch_add(*word, Relaxed);
-            }
+            add_word(cell, increment(*word, float, subtract), float);
         }
     }
 
@@ -358,17 +353,7 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
         };
         let mut w = [0u32; 1];
         value.write_words(&mut w);
-        let cell = &self.view.words[base];
-        let old = if T::SCALAR == Scalar::F32 {
-            let v = f32::from_bits(w[0]);
-            match cell.fetch_update(Relaxed, Relaxed, |old| {
-                Some((f32::from_bits(old) + v).to_bits())
-            }) {
-                Ok(old) | Err(old) => old,
-            }
-        } else {
-            cell.fetch_add(w[0], Relaxed)
-        };
+        let old = add_word(&self.view.cells(base)[0], w[0], T::SCALAR == Scalar::F32);
         T::read_words(&[old])
     }
 
@@ -376,16 +361,43 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
     /// path.
     #[inline(always)]
     pub(crate) fn locate_coords(&self, c: [u32; 3]) -> Option<usize> {
-        let element = match &self.view.tree {
-            None => self.view.dense_element(c),
-            Some(tree) => tree.locate_cached::<D>(c, true, self.cache)? as usize,
-        };
-        Some(element * T::WORDS)
+        self.view.element_at(c, true, self.cache)
     }
 
     /// The view this invocation's accesses go to.
     pub(crate) fn view(&self) -> &View<'a, T, D> {
         &self.view
+    }
+}
+
+/// The increment of one word of `+=` (or of `-=` with `subtract`): a float's sign flips, an
+/// integer wraps.
+#[inline(always)]
+pub(crate) fn increment(word: u32, float: bool, subtract: bool) -> u32 {
+    match (float, subtract) {
+        (true, true) => (-f32::from_bits(word)).to_bits(),
+        (false, true) => word.wrapping_neg(),
+        _ => word,
+    }
+}
+
+/// `old + inc` of one word: f32 addition, or wrapping integer addition.
+#[inline(always)]
+pub(crate) fn sum_word(old: u32, inc: u32, float: bool) -> u32 {
+    match float {
+        true => (f32::from_bits(old) + f32::from_bits(inc)).to_bits(),
+        false => old.wrapping_add(inc),
+    }
+}
+
+/// Atomic `cell += inc` of one word (see [`sum_word`]); returns the word before.
+#[inline(always)]
+pub(crate) fn add_word(cell: &AtomicU32, inc: u32, float: bool) -> u32 {
+    match float {
+        true => match cell.fetch_update(Relaxed, Relaxed, |old| Some(sum_word(old, inc, true))) {
+            Ok(old) | Err(old) => old,
+        },
+        false => cell.fetch_add(inc, Relaxed),
     }
 }
 

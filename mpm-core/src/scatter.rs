@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use rayon::prelude::*;
 
-use crate::host::{loop_range, Access, AtomicAdd, FieldIndex, LoopInt, View};
+use crate::host::{increment, loop_range, sum_word, Access, AtomicAdd, FieldIndex, LoopInt, View};
 use crate::types::{Elem, Scalar};
 
 /// At most this many words of private copies per field (256 MiB).
@@ -46,14 +46,7 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
                     return;
                 }
                 let old = cell.load(Relaxed);
-                let sum = if float {
-                    let acc = copies
-                        .iter()
-                        .fold(f32::from_bits(old), |acc, c| acc + f32::from_bits(c[w]));
-                    acc.to_bits()
-                } else {
-                    copies.iter().fold(old, |acc, c| acc.wrapping_add(c[w]))
-                };
+                let sum = copies.iter().fold(old, |acc, c| sum_word(acc, c[w], float));
                 cell.store(sum, Relaxed);
             });
     }
@@ -105,18 +98,12 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
         let mut w = [0u32; 16];
         value.write_words(&mut w[..T::WORDS]);
         let float = T::SCALAR == Scalar::F32;
-        for (k, word) in w[..T::WORDS].iter().enumerate() {
-            let cell = &self.copy[base + k];
-            let sum = if float {
-                let v = f32::from_bits(*word);
-                let v = if subtract { -v } else { v };
-                (f32::from_bits(cell.get()) + v).to_bits()
-            } else if subtract {
-                cell.get().wrapping_sub(*word)
-            } else {
-                cell.get().wrapping_add(*word)
-            };
-            cell.set(sum);
+        for (word, cell) in w[..T::WORDS].iter().zip(&self.copy[base..base + T::WORDS]) {
+            cell.set(sum_word(
+                cell.get(),
+                increment(*word, float, subtract),
+                float,
+            ));
         }
     }
 }
