@@ -62,40 +62,38 @@ pub fn select(choice: Choice) -> crate::Result<BackendRef> {
         Choice::Cpu => Ok(cpu()),
         // The error says what is missing (no device, no such device, ...).
         Choice::Vulkan => Ok(vulkan()?),
-        Choice::Auto => match VulkanBackend::new(VulkanOptions::from_env()) {
-            // The preferred device is a CPU one only when no GPU is there; a device named in
-            // `MPM_VK_DEVICE` is taken as asked.
-            Ok(vk) if vk.device_info().device_type == "cpu" && !device_named() => {
-                let b = cpu();
-                eprintln!(
-                    "mpm: backend {}: the only Vulkan device, {}, runs on the CPU, slower than \
-                     the CPU backend (--backend vulkan runs on it)",
-                    b.describe(),
-                    vk.device_info().name
-                );
-                Ok(b)
+        Choice::Auto => {
+            let options = VulkanOptions::from_env();
+            let named = options.device.is_some();
+            match VulkanBackend::new(options) {
+                // The preferred device is a CPU one only when no GPU is there; a device named in
+                // `MPM_VK_DEVICE` is taken as asked.
+                Ok(vk) if vk.device_info().device_type == "cpu" && !named => {
+                    let (b, name) = (cpu(), &vk.device_info().name);
+                    eprintln!(
+                        "mpm: backend {}: the only Vulkan device, {name}, runs on the CPU, \
+                         slower than the CPU backend (--backend vulkan runs on it)",
+                        b.describe(),
+                    );
+                    Ok(b)
+                }
+                Ok(vk) => {
+                    let b: BackendRef = Arc::new(vk);
+                    eprintln!(
+                        "mpm: backend vulkan ({}): a Vulkan device works",
+                        b.describe()
+                    );
+                    Ok(b)
+                }
+                Err(e) => {
+                    let b = cpu();
+                    eprintln!(
+                        "mpm: backend {}: no usable Vulkan device ({e})",
+                        b.describe()
+                    );
+                    Ok(b)
+                }
             }
-            Ok(vk) => {
-                let b: BackendRef = Arc::new(vk);
-                eprintln!(
-                    "mpm: backend vulkan ({}): a Vulkan device works",
-                    b.describe()
-                );
-                Ok(b)
-            }
-            Err(e) => {
-                let b = cpu();
-                eprintln!(
-                    "mpm: backend {}: no usable Vulkan device ({e})",
-                    b.describe()
-                );
-                Ok(b)
-            }
-        },
+        }
     }
-}
-
-/// Whether `MPM_VK_DEVICE` names a device.
-fn device_named() -> bool {
-    std::env::var("MPM_VK_DEVICE").is_ok_and(|v| !v.trim().is_empty())
 }

@@ -585,9 +585,7 @@ pub fn devices() -> Result<(), AnyError> {
         }
     };
     let cpu_only = |i: usize| list[i].device_type == "cpu";
-    let chosen = std::env::var("MPM_VK_DEVICE")
-        .ok()
-        .filter(|v| !v.trim().is_empty());
+    let chosen = mpm_vulkan::VulkanOptions::from_env().device;
     let preferred = mpm_vulkan::preferred_device(&list);
     let named = chosen
         .as_deref()

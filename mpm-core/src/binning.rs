@@ -5,7 +5,7 @@
 //! bin's start, and each particle is written at its bin's start plus its slot. The order
 //! within a bin depends on the scheduler; binned loops on the CPU do not depend on it.
 
-use glam::{IVec2, IVec3, Vec2, Vec3};
+use glam::{IVec3, Vec2, Vec3};
 
 use crate::{kernel, BackendRef, Elem, Field, Result};
 
@@ -55,72 +55,30 @@ pub fn exclusive_scan(
 pub mod dim2;
 pub mod dim3;
 
-/// Particle positions binning can read: `Vec2` in 2D, `Vec3` in 3D.
+/// A dimension's `count_bins` kernel.
+pub type CountBins<V> =
+    fn(&Field<V>, &mut Field<u32>, &mut Field<u32>, u32, u32, f32, IVec3, i32) -> Result<()>;
+
+/// A dimension's `order_bins` kernel.
+pub type OrderBins<V> =
+    fn(&Field<V>, &Field<u32>, &Field<u32>, &mut Field<u32>, u32, f32, IVec3, i32) -> Result<()>;
+
+/// Particle positions binning can read, `Vec2` in 2D and `Vec3` in 3D, and the binning
+/// kernels of their dimension.
 pub trait Position: Elem {
-    /// The grid's dimensions.
-    const DIM: usize;
-    /// Runs the dimension's [`dim2::count_bins`] / [`dim3::count_bins`] (`shape` padded
-    /// with ones).
-    #[allow(clippy::too_many_arguments)]
-    fn count_bins(
-        x: &Field<Self>,
-        slot: &mut Field<u32>,
-        counts: &mut Field<u32>,
-        count: u32,
-        bins: u32,
-        inv_dx: f32,
-        shape: [u32; 3],
-        block: i32,
-    ) -> Result<()>;
-    /// Runs the dimension's `order_bins`.
-    #[allow(clippy::too_many_arguments)]
-    fn order_bins(
-        x: &Field<Self>,
-        slot: &Field<u32>,
-        starts: &Field<u32>,
-        order: &mut Field<u32>,
-        count: u32,
-        inv_dx: f32,
-        shape: [u32; 3],
-        block: i32,
-    ) -> Result<()>;
+    const COUNT_BINS: CountBins<Self>;
+    const ORDER_BINS: OrderBins<Self>;
 }
 
-macro_rules! position {
-    ($v:ty, $dim:ident, $ivec:ident, $d:literal, [$($a:literal),*]) => {
-        impl Position for $v {
-            const DIM: usize = $d;
-            fn count_bins(
-                x: &Field<Self>,
-                slot: &mut Field<u32>,
-                counts: &mut Field<u32>,
-                count: u32,
-                bins: u32,
-                inv_dx: f32,
-                shape: [u32; 3],
-                block: i32,
-            ) -> Result<()> {
-                let shape = $ivec::new($(shape[$a] as i32),*);
-                $dim::count_bins(x, slot, counts, count, bins, inv_dx, shape, block)
-            }
-            fn order_bins(
-                x: &Field<Self>,
-                slot: &Field<u32>,
-                starts: &Field<u32>,
-                order: &mut Field<u32>,
-                count: u32,
-                inv_dx: f32,
-                shape: [u32; 3],
-                block: i32,
-            ) -> Result<()> {
-                let shape = $ivec::new($(shape[$a] as i32),*);
-                $dim::order_bins(x, slot, starts, order, count, inv_dx, shape, block)
-            }
-        }
-    };
+impl Position for Vec2 {
+    const COUNT_BINS: CountBins<Self> = dim2::count_bins;
+    const ORDER_BINS: OrderBins<Self> = dim2::order_bins;
 }
-position!(Vec2, dim2, IVec2, 2, [0, 1]);
-position!(Vec3, dim3, IVec3, 3, [0, 1, 2]);
+
+impl Position for Vec3 {
+    const COUNT_BINS: CountBins<Self> = dim3::count_bins;
+    const ORDER_BINS: OrderBins<Self> = dim3::order_bins;
+}
 
 /// The bins of a grid's blocks and the particles in them, rebuilt by [`Bins::update`].
 pub struct Bins {
@@ -131,7 +89,8 @@ pub struct Bins {
     counts: Field<u32>,
     slot: Field<u32>,
     partial: Field<u32>,
-    shape: [u32; 3],
+    /// The grid's cells per axis, unused axes 1.
+    shape: IVec3,
     block: i32,
     bins: u32,
     /// The particle count of the last update, and the calls of [`Bins::refresh`] since.
@@ -158,7 +117,7 @@ impl Bins {
             counts: Field::new(backend, [bins + 1])?,
             slot: Field::new(backend, [capacity])?,
             partial: Field::new(backend, [chunks])?,
-            shape: padded,
+            shape: IVec3::from_array(padded.map(|s| s as i32)),
             block,
             bins,
             binned: None,
@@ -215,7 +174,7 @@ impl Bins {
             self.order = Field::new(&backend, [capacity])?;
             self.slot = Field::new(&backend, [capacity])?;
         }
-        V::count_bins(
+        (V::COUNT_BINS)(
             x,
             &mut self.slot,
             &mut self.counts,
@@ -233,7 +192,7 @@ impl Bins {
             n,
             n.div_ceil(SCAN_CHUNK),
         )?;
-        V::order_bins(
+        (V::ORDER_BINS)(
             x,
             &self.slot,
             &self.starts,

@@ -51,7 +51,8 @@ impl CpuBackend {
         args: &LaunchArgs<'_>,
         pools: &mut [Option<Vec<PoolUse>>],
     ) -> Result<()> {
-        self.check_trace(kernel)?;
+        let name = kernel.qualified_name();
+        self.check_trace(kernel, &name)?;
         let fields = args
             .fields
             .iter()
@@ -78,7 +79,7 @@ impl CpuBackend {
         self.run(|| (kernel.cpu)(&host));
         let elapsed = start.elapsed();
         if let Ok(mut p) = self.profile.lock() {
-            let e = p.entry(kernel.qualified_name()).or_default();
+            let e = p.entry(name).or_default();
             e.0 += 1;
             e.1 += elapsed;
         }
@@ -121,10 +122,10 @@ impl CpuBackend {
         Self::default()
     }
 
-    /// The kernel's trace error, if tracing it fails (traced once per kernel).
-    fn check_trace(&self, kernel: &KernelDesc) -> Result<()> {
-        let name = kernel.qualified_name();
-        let known = self.traced.lock().ok().and_then(|t| t.get(&name).cloned());
+    /// The trace error of `kernel` (qualified name `name`), if tracing it fails (traced once
+    /// per kernel).
+    fn check_trace(&self, kernel: &KernelDesc, name: &str) -> Result<()> {
+        let known = self.traced.lock().ok().and_then(|t| t.get(name).cloned());
         let failure = match known {
             Some(failure) => failure,
             None => {
@@ -134,7 +135,7 @@ impl CpuBackend {
                     Err(other) => Some(other.to_string()),
                 };
                 if let Ok(mut t) = self.traced.lock() {
-                    t.insert(name.clone(), failure.clone());
+                    t.insert(name.to_string(), failure.clone());
                 }
                 failure
             }
@@ -142,7 +143,7 @@ impl CpuBackend {
         match failure {
             None => Ok(()),
             Some(message) => Err(Error::Trace {
-                kernel: name,
+                kernel: name.to_string(),
                 message,
             }),
         }

@@ -1,12 +1,14 @@
 //! The binning kernels of one dimension (compiled as `binning::dim2` and `binning::dim3`).
 
-use super::{IVec, Vec, DIM};
+use glam::IVec3;
+
+use super::{Vec, DIM};
 use crate::{func, kernel, Field};
 
 /// The bin of a particle at `x`: the block of `block`^D cells holding its cell (clamped into
-/// a grid of `shape` cells), numbered row-major over the grid's blocks, the last axis fastest.
+/// a grid of `shape` cells, unused axes ignored), numbered row-major over the grid's blocks, the last axis fastest.
 #[func]
-pub fn bin_of(x: Vec, inv_dx: f32, shape: IVec, block: i32) -> u32 {
+pub fn bin_of(x: Vec, inv_dx: f32, shape: IVec3, block: i32) -> u32 {
     let mut bin = 0;
     for a in 0..DIM {
         let cell = clamp(floor(x[a] * inv_dx) as i32, 0, shape[a] - 1);
@@ -26,7 +28,7 @@ pub fn count_bins(
     count: u32,
     bins: u32,
     inv_dx: f32,
-    shape: IVec,
+    shape: IVec3,
     block: i32,
 ) {
     for b in 0..bins + 1 {
@@ -48,7 +50,7 @@ pub fn order_bins(
     order: &mut Field<u32>,
     count: u32,
     inv_dx: f32,
-    shape: IVec,
+    shape: IVec3,
     block: i32,
 ) {
     for p in 0..count {

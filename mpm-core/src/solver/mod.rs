@@ -427,8 +427,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         }
         // Up front: what the emitter adds over its whole life (one firing when it never
         // stops) must fit with the particles already there.
-        let per_firing =
-            region_volume(&emitter.region) as f64 / (emitter.spacing as f64).powi(D as i32);
+        let per_firing = lattice_count(&emitter.region, emitter.spacing);
         let firings = match emitter.stop.is_finite() {
             true => ((emitter.stop - emitter.start) as f64 / emitter.interval as f64)
                 .ceil()
@@ -480,9 +479,8 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         velocity: [f32; D],
     ) -> Result<usize> {
         if spacing.is_finite() && spacing > 0.0 {
-            let estimate = region_volume(region) as f64 / (spacing as f64).powi(D as i32);
             check_memory::<S::V, S::M>(
-                estimate,
+                lattice_count(region, spacing),
                 &format!("filling {region:?} at spacing {spacing}"),
             )?;
         }
@@ -968,6 +966,12 @@ fn available_memory() -> Option<u64> {
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// About how many particles fill `region` at `spacing` (on a lattice; fewer with Poisson
+/// disks).
+fn lattice_count<const D: usize>(region: &Region<D>, spacing: f32) -> f64 {
+    region_volume(region) as f64 / (spacing as f64).powi(D as i32)
 }
 
 fn region_volume<const D: usize>(region: &Region<D>) -> f32 {
