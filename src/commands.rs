@@ -600,12 +600,18 @@ pub fn devices() -> Result<(), AnyError> {
         };
         println!("{}: {} ({}){mark}", d.index, d.name, d.device_type);
         println!(
-            "    storage buffer range {} MiB, work groups {:?}, push constants {} B, subgroup {}, float atomic add {}",
+            "    storage buffer range {} MiB, work groups {:?}, push constants {} B, subgroup {}, float atomic add {}, \
+             inf/NaN kept {}",
             d.max_storage_buffer_range >> 20,
             d.max_compute_work_group_count,
             d.max_push_constants_size,
             d.subgroup_size,
-            if d.float_atomic_add { "yes" } else { "no (compare-and-swap loops)" }
+            if d.float_atomic_add { "yes" } else { "no (compare-and-swap loops)" },
+            if d.inf_nan_preserve {
+                "yes"
+            } else {
+                "not guaranteed (NaN checks and saturating casts may not hold)"
+            }
         );
     }
     match (chosen, preferred) {

@@ -4,8 +4,13 @@
 //! property. Atomic tests also run on the Vulkan backend with `float_atomics: false` (the
 //! compare-and-swap fallback).
 //!
-//! Inputs stay where both sides are defined: positive arguments for `sqrt`/`ln`/`pow`,
-//! invertible matrices for `inverse`, float-to-int casts in range, no `atan2(0, 0)`.
+//! Most properties draw inputs from ranges that exercise the arithmetic; section 35 draws
+//! from the whole f32 range (NaN, infinities, signed zeros, every magnitude, the edges of
+//! the integer casts) for every conversion and float builtin, where the GPU lowering must
+//! give Rust's answers. Two things stay out of it: subnormal inputs (GPUs may flush them to
+//! zero; lavapipe does) and ill-conditioned matrices (the GPU may fuse a multiply-add, which
+//! changes a cancelling determinant arbitrarily), so matrix builtins take well-conditioned
+//! ones.
 #![allow(clippy::type_complexity)] // tuples of downloaded fields
 
 mod common;
@@ -3788,6 +3793,323 @@ fn odds_and_ends() {
                     compare("array of Mat2", &c.1, &g.1, Tol::close(1e-6, 0.0), &|i| {
                         format!("x={} k={}", x[i], k[i])
                     })
+                },
+            )
+        },
+    );
+}
+
+// =========================================================================================
+// 35. The whole f32 range: NaN, infinities, signed zeros, huge and tiny values, and the
+//     edges of the integer casts, into every conversion and float builtin
+// =========================================================================================
+
+/// Values that sit on an edge of some conversion or builtin.
+const EDGES: &[f32] = &[
+    f32::NAN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    0.0,
+    -0.0,
+    f32::MAX,
+    f32::MIN,
+    f32::MIN_POSITIVE,
+    -f32::MIN_POSITIVE,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    0.99,
+    -0.99,
+    2.5,
+    -2.5,
+    2147483520.0,  // the largest f32 below 2^31
+    2147483648.0,  // 2^31: saturates to i32::MAX
+    -2147483648.0, // i32::MIN exactly
+    -2147483904.0, // the next f32 below: saturates
+    4294967040.0,  // the largest f32 below 2^32
+    4294967296.0,  // 2^32: saturates to u32::MAX
+    16777217.0,
+    88.72,
+    89.0,
+    -104.0,
+    std::f32::consts::PI,
+];
+
+/// Any f32 except subnormals (a GPU may flush those to zero; see the module doc): all bit
+/// patterns (so every magnitude, and NaNs with payloads), moderate values, and [`EDGES`].
+fn f32_full() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        4 => any::<u32>().prop_map(|b| {
+            let x = f32::from_bits(b);
+            if x.is_subnormal() { 0.0 } else { x }
+        }),
+        2 => -1e3f32..1e3,
+        2 => prop::sample::select(EDGES),
+    ]
+}
+
+#[kernel]
+fn k_full_exact(
+    x: &Field<f32>,
+    y: &Field<f32>,
+    z: &Field<f32>,
+    of: &mut Field<f32, 2>,
+    oi: &mut Field<i32>,
+    ou: &mut Field<u32>,
+    ov: &mut Field<Vec3, 2>,
+    oiv: &mut Field<IVec3>,
+    ouv: &mut Field<UVec3>,
+    oi2: &mut Field<IVec2>,
+    ou2: &mut Field<UVec2>,
+) {
+    for i in x.indices() {
+        let a = x[i];
+        let b = y[i];
+        let v = vec3(a, b, z[i]);
+        let w = vec3(z[i], a, b);
+        let row = i as i32;
+        let s = [
+            floor(a),
+            ceil(a),
+            fract(a),
+            abs(a),
+            sign(a),
+            round(a),
+            min(a, b),
+            max(a, b),
+            clamp(a, -0.5, 0.75),
+            clamp(a, b, 1.0),
+            -a,
+            a + b,
+            a * b,
+            a - b,
+        ];
+        for k in 0..14 {
+            of[ivec2(row, k)] = s[k];
+        }
+        let vs = [
+            floor(v),
+            v.fract(),
+            sign(v),
+            min(v, w),
+            v.max(w),
+            clamp(v, Vec3::splat(-1.0), w),
+            v.round(),
+        ];
+        for k in 0..7 {
+            ov[ivec2(row, k)] = vs[k];
+        }
+        oi[i] = a as i32;
+        ou[i] = a as u32;
+        oiv[i] = v.as_ivec3();
+        ouv[i] = v.as_uvec3();
+        oi2[i] = vec2(a, b).as_ivec2();
+        ou2[i] = vec2(b, a).as_uvec2();
+    }
+}
+
+/// Exact on the whole range: float -> int casts saturate as Rust's `as` (NaN to 0), and
+/// floor ceil fract abs sign round min max clamp, negation, +, - and * are exact IEEE
+/// operations with the CPU's definitions also for NaN (`min(NaN, 1)` is NaN, `min(1, NaN)`
+/// is 1: the second operand when it is smaller, else the first).
+#[test]
+fn whole_range_exact_builtins_and_casts() {
+    property(
+        12,
+        (vec(f32_full(), N), vec(f32_full(), N), vec(f32_full(), N)),
+        |bk, (xs, ys, zs)| {
+            agree(
+                bk,
+                false,
+                |be| {
+                    let n = N as u32;
+                    let x = Field::from_slice(be, [n], &xs)?;
+                    let y = Field::from_slice(be, [n], &ys)?;
+                    let z = Field::from_slice(be, [n], &zs)?;
+                    let mut of = Field::<f32, 2>::new(be, [n, 14])?;
+                    let mut oi = Field::<i32>::new(be, [n])?;
+                    let mut ou = Field::<u32>::new(be, [n])?;
+                    let mut ov = Field::<Vec3, 2>::new(be, [n, 7])?;
+                    let mut oiv = Field::<IVec3>::new(be, [n])?;
+                    let mut ouv = Field::<UVec3>::new(be, [n])?;
+                    let mut oi2 = Field::<IVec2>::new(be, [n])?;
+                    let mut ou2 = Field::<UVec2>::new(be, [n])?;
+                    k_full_exact(
+                        &x, &y, &z, &mut of, &mut oi, &mut ou, &mut ov, &mut oiv, &mut ouv,
+                        &mut oi2, &mut ou2,
+                    )?;
+                    Ok((
+                        (of.download()?, ov.download()?),
+                        (oi.download()?, ou.download()?),
+                        (oiv.download()?, ouv.download()?),
+                        (oi2.download()?, ou2.download()?),
+                    ))
+                },
+                |c, g| {
+                    const NAMES: [&str; 14] = [
+                        "floor",
+                        "ceil",
+                        "fract",
+                        "abs",
+                        "sign",
+                        "round",
+                        "min",
+                        "max",
+                        "clamp(a, -0.5, 0.75)",
+                        "clamp(a, b, 1)",
+                        "-a",
+                        "a + b",
+                        "a * b",
+                        "a - b",
+                    ];
+                    const VNAMES: [&str; 7] =
+                        ["floor", "fract", "sign", "min", "max", "clamp", "round"];
+                    let inp = |k: usize| format!("x={:?} y={:?} z={:?}", xs[k], ys[k], zs[k]);
+                    compare("scalar builtins", &c.0 .0, &g.0 .0, Tol::Exact, &|k| {
+                        format!("{} {}", NAMES[k % 14], inp(k / 14))
+                    })?;
+                    compare("Vec3 builtins", &c.0 .1, &g.0 .1, Tol::Exact, &|k| {
+                        format!("{} {}", VNAMES[k % 7], inp(k / 7))
+                    })?;
+                    compare("f32 as i32", &c.1 .0, &g.1 .0, Tol::Exact, &inp)?;
+                    compare("f32 as u32", &c.1 .1, &g.1 .1, Tol::Exact, &inp)?;
+                    compare("as_ivec3", &c.2 .0, &g.2 .0, Tol::Exact, &inp)?;
+                    compare("as_uvec3", &c.2 .1, &g.2 .1, Tol::Exact, &inp)?;
+                    compare("as_ivec2", &c.3 .0, &g.3 .0, Tol::Exact, &inp)?;
+                    compare("as_uvec2", &c.3 .1, &g.3 .1, Tol::Exact, &inp)
+                },
+            )
+        },
+    );
+}
+
+#[kernel]
+fn k_full_approx(x: &Field<f32>, y: &Field<f32>, out: &mut Field<f32, 2>) {
+    for i in x.indices() {
+        let a = x[i];
+        let b = y[i];
+        let v = vec3(a, b, 1.0);
+        let r = [
+            sqrt(a),
+            ln(a),
+            exp(a),
+            pow(a, b),
+            a.powf(2.0),
+            pow(a, -3.0),
+            sin(a),
+            cos(a),
+            tan(a),
+            tanh(a),
+            atan2(a, b),
+            a / b,
+            a % b,
+            length(v),
+            normalize(v).x,
+            dot(v, v),
+        ];
+        let row = i as i32;
+        for k in 0..16 {
+            out[ivec2(row, k)] = r[k];
+        }
+    }
+}
+
+/// Which of the approximate builtins a slot of `k_full_approx` holds.
+const APPROX: [&str; 16] = [
+    "sqrt",
+    "ln",
+    "exp",
+    "pow(a, b)",
+    "a.powf(2)",
+    "pow(a, -3)",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "atan2",
+    "a / b",
+    "a % b",
+    "length",
+    "normalize.x",
+    "dot",
+];
+
+/// Whether the GPU's `g` may stand for the CPU's `c` in slot `k` for input `a`: NaN
+/// where the CPU has NaN, the same infinity (or a value past 1e38 next to one: exp and pow
+/// may overflow a little earlier or later), and otherwise relative 1e-4, absolute 1e-5
+/// (the transcendental property's tolerance) where the GPU's accuracy is specified: sin,
+/// cos and tan for |a| <= 100 (beyond, any value of the right kind: GLSL only bounds their
+/// error on [-pi, pi]; tan also near its poles), and `%` (exact, as Rust's) within a few
+/// ulps of |a|.
+fn full_range_agrees(k: usize, a: f32, c: f32, g: f32) -> bool {
+    if c.is_nan() || g.is_nan() {
+        return c.is_nan() && g.is_nan();
+    }
+    if c.is_infinite() || g.is_infinite() {
+        return c == g || (c.signum() == g.signum() && c.abs().min(g.abs()) > 1e38);
+    }
+    let unbounded = match APPROX[k] {
+        "sin" | "cos" => a.abs() > 100.0,
+        "tan" => a.abs() > 100.0 || c.abs() > 1e3,
+        _ => false,
+    };
+    if unbounded {
+        return match APPROX[k] {
+            "sin" | "cos" => g.abs() <= 1.0,
+            _ => true,
+        };
+    }
+    // a % b is a - b trunc(a / b): its error is relative to a.
+    let scale = if APPROX[k] == "a % b" {
+        1e-6 * a.abs()
+    } else {
+        0.0
+    };
+    common::close_f32(c, g, 1e-4, 1e-5 + scale)
+}
+
+/// Approximate builtins on the whole range: special values (NaN, infinities, zeros of
+/// either sign, negative bases of `pow`, `atan2(0, 0)`) give what Rust's f32 gives, finite
+/// results agree within the transcendental tolerance where GLSL bounds the GPU's error (see
+/// [`full_range_agrees`]).
+#[test]
+fn whole_range_approximate_builtins() {
+    property(
+        12,
+        (vec(f32_full(), N), vec(f32_full(), N)),
+        |bk, (xs, ys)| {
+            agree(
+                bk,
+                false,
+                |be| {
+                    let x = Field::from_slice(be, [N as u32], &xs)?;
+                    let y = Field::from_slice(be, [N as u32], &ys)?;
+                    let mut o = Field::<f32, 2>::new(be, [N as u32, 16])?;
+                    k_full_approx(&x, &y, &mut o)?;
+                    o.download()
+                },
+                |c, g| {
+                    let bad: Vec<String> = (0..c.len())
+                        .filter(|&i| !full_range_agrees(i % 16, xs[i / 16], c[i], g[i]))
+                        .take(6)
+                        .map(|i| {
+                            format!(
+                                "{}(a={:?}, b={:?}): cpu {:?} gpu {:?}",
+                                APPROX[i % 16],
+                                xs[i / 16],
+                                ys[i / 16],
+                                c[i],
+                                g[i]
+                            )
+                        })
+                        .collect();
+                    prop_assert!(
+                        bad.is_empty(),
+                        "whole-range builtins differ:\n{}",
+                        bad.join("\n")
+                    );
+                    Ok(())
                 },
             )
         },

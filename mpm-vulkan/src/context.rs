@@ -3,7 +3,7 @@
 use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
 
-use ash::{ext, vk};
+use ash::{ext, khr, vk};
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 use mpm_core::{Error, Result};
 
@@ -69,6 +69,9 @@ struct Candidate {
     info: DeviceInfo,
     has_atomic_float_ext: bool,
     float_add_feature: bool,
+    /// `VK_KHR_shader_float_controls` is supported and keeps f32 infinities, NaNs and signed
+    /// zeros through arithmetic (`shaderSignedZeroInfNanPreserveFloat32`).
+    inf_nan_preserve: bool,
     timestamp_valid_bits: u32,
     subgroup_ballot: bool,
     pipeline_cache_uuid: [u8; 16],
@@ -149,6 +152,16 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
             unsafe { instance.get_physical_device_features2(pd, &mut f2) };
             float_add_feature = af.shader_buffer_float32_atomic_add == vk::TRUE;
         }
+        let inf_nan_preserve = exts
+            .iter()
+            .any(|e| e.extension_name_as_c_str().ok() == Some(khr::shader_float_controls::NAME))
+            && {
+                let mut fc = vk::PhysicalDeviceFloatControlsProperties::default();
+                let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut fc);
+                // SAFETY: see above; the extension that defines the chained structure exists.
+                unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+                fc.shader_signed_zero_inf_nan_preserve_float32 == vk::TRUE
+            };
         let limits = props.limits;
         let timestamps = limits.timestamp_compute_and_graphics == vk::TRUE
             || families[qf].timestamp_valid_bits > 0;
@@ -168,9 +181,11 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
                 max_push_constants_size: limits.max_push_constants_size,
                 subgroup_size: subgroup.subgroup_size,
                 float_atomic_add: float_add_feature,
+                inf_nan_preserve,
             },
             has_atomic_float_ext,
             float_add_feature,
+            inf_nan_preserve,
             timestamp_valid_bits: if timestamps {
                 families[qf].timestamp_valid_bits
             } else {
@@ -314,12 +329,20 @@ impl Context {
         let qci = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(cand.queue_family)
             .queue_priorities(&prio)];
-        let ext_names = [ext::shader_atomic_float::NAME.as_ptr()];
+        let mut ext_names = Vec::new();
+        if use_float {
+            ext_names.push(ext::shader_atomic_float::NAME.as_ptr());
+        }
+        if cand.inf_nan_preserve {
+            ext_names.push(khr::shader_float_controls::NAME.as_ptr());
+        }
         let mut af = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default()
             .shader_buffer_float32_atomic_add(true);
-        let mut dci = vk::DeviceCreateInfo::default().queue_create_infos(&qci);
+        let mut dci = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&qci)
+            .enabled_extension_names(&ext_names);
         if use_float {
-            dci = dci.enabled_extension_names(&ext_names).push_next(&mut af);
+            dci = dci.push_next(&mut af);
         }
         // SAFETY: `cand.physical` belongs to `instance`; the create info outlives the call.
         let device = unsafe { instance.create_device(cand.physical, &dci, None) }
@@ -367,6 +390,7 @@ impl Context {
         let props = unsafe { instance.get_physical_device_properties(cand.physical) };
         let caps = DeviceCaps {
             float_atomic_add: use_float,
+            inf_nan_preserve: cand.inf_nan_preserve,
             subgroup_size: cand.info.subgroup_size,
             subgroup_ballot: cand.subgroup_ballot,
             max_storage_buffer_range: cand.info.max_storage_buffer_range,

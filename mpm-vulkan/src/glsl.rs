@@ -33,6 +33,10 @@ pub struct GlslOptions<'a> {
     pub trees: &'a [Structure],
     /// Subgroup basic and ballot operations may be used (sparse activation).
     pub subgroups: bool,
+    /// Run in the `SignedZeroInfNanPreserve` float mode (the device supports it): without
+    /// it a driver may assume no infinities or NaNs, folding away the checks that give
+    /// casts and builtins their Rust meaning on those values.
+    pub inf_nan_preserve: bool,
 }
 
 impl GlslOptions<'_> {
@@ -166,6 +170,21 @@ pub fn generate(kernel: &Kernel, opts: &GlslOptions<'_>) -> Result<Vec<String>, 
 /// Generic helper functions, emitted when used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Helper {
+    /// f32 -> i32 and f32 -> u32 as Rust's `as` (saturating, NaN to 0).
+    FloatToInt,
+    FloatToUint,
+    /// min, max and sign on floats as the CPU defines them, also for NaN.
+    FMin,
+    FMax,
+    FSign,
+    /// Builtins whose GLSL counterparts leave some inputs undefined (negative roots and
+    /// logarithms, `pow` of negative bases, `atan(0, 0)`, infinities into sin/cos/tan).
+    Sqrt,
+    Ln,
+    Pow,
+    Periodic,
+    Tanh,
+    Atan2,
     IDiv,
     IRem,
     UDiv,
@@ -196,6 +215,7 @@ enum FieldOp {
 /// A complete shader: sections printed in order by `Display`.
 struct Shader {
     extensions: BTreeSet<&'static str>,
+    inf_nan_preserve: bool,
     local_size: u32,
     declarations: String,
     structs: String,
@@ -208,6 +228,15 @@ impl Display for Shader {
         writeln!(f, "#version 450")?;
         for e in &self.extensions {
             writeln!(f, "#extension {e} : require")?;
+        }
+        if self.inf_nan_preserve {
+            // SPIR-V ExecutionMode SignedZeroInfNanPreserve (4461) for 32-bit floats, with its
+            // capability (4466) and extension: keeps infinities, NaNs and signed zeros.
+            writeln!(f, "#extension GL_EXT_spirv_intrinsics : require")?;
+            writeln!(
+                f,
+                "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4466], 4461, 32);"
+            )?;
         }
         writeln!(f, "layout(local_size_x = {}) in;", self.local_size)?;
         write!(
@@ -416,10 +445,24 @@ impl<'k> Printer<'k> {
             ExprKind::Binary(op, a, b) => self.binary(*op, *a, *b, ty),
             ExprKind::Cast(a) => {
                 let s = self.expr(*a);
-                if self.ety(*a) == ty {
-                    s
-                } else {
-                    format!("{}({s})", self.ty(ty))
+                let from = self.ety(*a);
+                if from == ty {
+                    return s;
+                }
+                // GLSL's int() and uint() are undefined out of range and for NaN.
+                let helper = match (from.scalar(), ty.scalar()) {
+                    (Some(Scalar::F32), Some(Scalar::I32)) => Some((Helper::FloatToInt, "mpm_f2i")),
+                    (Some(Scalar::F32), Some(Scalar::U32)) => {
+                        Some((Helper::FloatToUint, "mpm_f2u"))
+                    }
+                    _ => None,
+                };
+                match helper {
+                    Some((h, name)) => {
+                        self.helpers.insert(h);
+                        format!("{name}({s})")
+                    }
+                    None => format!("{}({s})", self.ty(ty)),
                 }
             }
             ExprKind::Builtin(b, args) => self.builtin(*b, args, ty),
@@ -609,6 +652,11 @@ impl<'k> Printer<'k> {
                 _ => {}
             }
         }
+        if ty.scalar() == Some(Scalar::F32) {
+            if let Some(call) = self.float_builtin(b, &ss) {
+                return call;
+            }
+        }
         let name = match b {
             Builtin::Abs => "abs",
             Builtin::Floor => "floor",
@@ -627,13 +675,15 @@ impl<'k> Printer<'k> {
             Builtin::Tan => "tan",
             // Clamped: implementations may form tanh from exp(2x), which overflows past 44
             // (tanh is +-1 in f32 beyond |x| = 9).
-            Builtin::Tanh => return format!("tanh(clamp({}, -10.0, 10.0))", ss[0]),
+            Builtin::Tanh => "tanh",
             Builtin::Atan2 => "atan",
             Builtin::Min => "min",
             Builtin::Max => "max",
-            Builtin::Clamp => "clamp",
+            // min(max()): GLSL's clamp is undefined when lo > hi.
+            Builtin::Clamp => return format!("min(max({}, {}), {})", ss[0], ss[1], ss[2]),
             Builtin::Sign => "sign",
-            Builtin::Length => "length",
+            // The CPU's definition (a driver's length() may avoid the overflow of dot).
+            Builtin::Length => return format!("sqrt(dot({0}, {0}))", ss[0]),
             Builtin::Normalize => "normalize",
             Builtin::Dot => "dot",
             Builtin::Sum => {
@@ -657,6 +707,33 @@ impl<'k> Printer<'k> {
             Builtin::FloatFromBits => "uintBitsToFloat",
         };
         format!("{name}({})", ss.join(", "))
+    }
+
+    /// A call of a float builtin that needs a helper to mean what the CPU computes, also for
+    /// the inputs GLSL leaves undefined; `None` for the ones GLSL's builtin already matches.
+    fn float_builtin(&mut self, b: Builtin, args: &[String]) -> Option<String> {
+        let (helper, name) = match b {
+            Builtin::Min => (Helper::FMin, "mpm_fmin"),
+            Builtin::Max => (Helper::FMax, "mpm_fmax"),
+            Builtin::Clamp => {
+                self.helpers.insert(Helper::FMin);
+                self.helpers.insert(Helper::FMax);
+                let (a, lo, hi) = (&args[0], &args[1], &args[2]);
+                return Some(format!("mpm_fmin(mpm_fmax({a}, {lo}), {hi})"));
+            }
+            Builtin::Sign => (Helper::FSign, "mpm_fsign"),
+            Builtin::Sqrt => (Helper::Sqrt, "mpm_sqrt"),
+            Builtin::Ln => (Helper::Ln, "mpm_ln"),
+            Builtin::Pow => (Helper::Pow, "mpm_pow"),
+            Builtin::Sin => (Helper::Periodic, "mpm_sin"),
+            Builtin::Cos => (Helper::Periodic, "mpm_cos"),
+            Builtin::Tan => (Helper::Periodic, "mpm_tan"),
+            Builtin::Tanh => (Helper::Tanh, "mpm_tanh"),
+            Builtin::Atan2 => (Helper::Atan2, "mpm_atan2"),
+            _ => return None,
+        };
+        self.helpers.insert(helper);
+        Some(format!("{name}({})", args.join(", ")))
     }
 
     /// Prints a place and returns its type.
@@ -1000,13 +1077,123 @@ impl<'k> Printer<'k> {
     fn generic_helpers(&self, out: &mut String) {
         for h in &self.helpers {
             match h {
+                Helper::FloatToInt => {
+                    out.push_str(
+                        "int mpm_f2i(float x) {\n    \
+                         return x >= 2147483648.0 ? 2147483647\n        \
+                         : x >= -2147483648.0 ? int(x) : x < 0.0 ? (-2147483647 - 1) : 0;\n}\n",
+                    );
+                    vec_overloads(out, "mpm_f2i", 1, "vec", "ivec");
+                }
+                Helper::FloatToUint => {
+                    out.push_str(
+                        "uint mpm_f2u(float x) {\n    \
+                         return x >= 4294967296.0 ? 4294967295u : x >= 1.0 ? uint(x) : 0u;\n}\n",
+                    );
+                    vec_overloads(out, "mpm_f2u", 1, "vec", "uvec");
+                }
+                Helper::FMin => {
+                    out.push_str(
+                        "float mpm_fmin(float a, float b) {\n    return b < a ? b : a;\n}\n",
+                    );
+                    vec_overloads(out, "mpm_fmin", 2, "vec", "vec");
+                }
+                Helper::FMax => {
+                    out.push_str(
+                        "float mpm_fmax(float a, float b) {\n    return b > a ? b : a;\n}\n",
+                    );
+                    vec_overloads(out, "mpm_fmax", 2, "vec", "vec");
+                }
+                Helper::FSign => {
+                    out.push_str(
+                        "float mpm_fsign(float a) {\n    return a > 0.0 ? 1.0 : a < 0.0 ? -1.0 : 0.0;\n}\n",
+                    );
+                    vec_overloads(out, "mpm_fsign", 1, "vec", "vec");
+                }
+                Helper::Sqrt => {
+                    writeln!(
+                        out,
+                        "float mpm_sqrt(float x) {{\n    return x >= 0.0 ? sqrt(x) : {NAN};\n}}"
+                    )
+                    .unwrap();
+                    vec_overloads(out, "mpm_sqrt", 1, "vec", "vec");
+                }
+                Helper::Ln => {
+                    writeln!(
+                        out,
+                        "float mpm_ln(float x) {{\n    \
+                         return isinf(x) && x > 0.0 ? x : x > 0.0 ? log(x) : x == 0.0 ? -{INF} : {NAN};\n}}"
+                    )
+                    .unwrap();
+                    vec_overloads(out, "mpm_ln", 1, "vec", "vec");
+                }
+                Helper::Pow => {
+                    // C99 Annex F's pow (Rust's powf): integer powers of negative bases, the
+                    // signs of zero and infinite results, pow(x, 0) = pow(1, y) = 1.
+                    writeln!(
+                        out,
+                        "float mpm_pow(float x, float y) {{\n    \
+                         if (y == 0.0 || x == 1.0) return 1.0;\n    \
+                         if (isnan(x) || isnan(y)) return x + y;\n    \
+                         float ax = abs(x);\n    \
+                         if (isinf(y)) return ax == 1.0 ? 1.0 : (ax > 1.0) == (y > 0.0) ? {INF} : 0.0;\n    \
+                         bool whole = trunc(y) == y;\n    \
+                         if (x < 0.0 && !whole && !isinf(x)) return {NAN};\n    \
+                         bool odd = whole && abs(y) < 16777216.0 && (int(abs(y)) & 1) == 1;\n    \
+                         float r = ax == 0.0 ? (y < 0.0 ? {INF} : 0.0)\n        \
+                         : isinf(ax) ? (y < 0.0 ? 0.0 : {INF}) : pow(ax, y);\n    \
+                         return odd && floatBitsToUint(x) >= 0x80000000u ? -r : r;\n}}"
+                    )
+                    .unwrap();
+                    vec_overloads(out, "mpm_pow", 2, "vec", "vec");
+                }
+                Helper::Periodic => {
+                    for f in ["sin", "cos", "tan"] {
+                        writeln!(
+                            out,
+                            "float mpm_{f}(float x) {{\n    return isinf(x) || isnan(x) ? {NAN} : {f}(x);\n}}"
+                        )
+                        .unwrap();
+                        vec_overloads(out, &format!("mpm_{f}"), 1, "vec", "vec");
+                    }
+                }
+                Helper::Tanh => {
+                    // Clamped: implementations may form tanh from exp(2x), which overflows past
+                    // 44 (tanh is +-1 in f32 beyond |x| = 9).
+                    out.push_str(
+                        "float mpm_tanh(float x) {\n    return isnan(x) ? x : tanh(clamp(x, -10.0, 10.0));\n}\n",
+                    );
+                    vec_overloads(out, "mpm_tanh", 1, "vec", "vec");
+                }
+                Helper::Atan2 => {
+                    // C99 Annex F's atan2 where GLSL's atan(y, x) is undefined or may differ:
+                    // zeros (signed), infinities, x = 0.
+                    let pi = float_lit(std::f32::consts::PI.to_bits());
+                    let half = float_lit(std::f32::consts::FRAC_PI_2.to_bits());
+                    let quarter = float_lit(std::f32::consts::FRAC_PI_4.to_bits());
+                    let three = float_lit((3.0 * std::f32::consts::FRAC_PI_4).to_bits());
+                    writeln!(
+                        out,
+                        "float mpm_atan2(float y, float x) {{\n    \
+                         if (isnan(x) || isnan(y)) return x + y;\n    \
+                         float s = uintBitsToFloat((floatBitsToUint(y) & 0x80000000u) | 0x3f800000u);\n    \
+                         bool left = floatBitsToUint(x) >= 0x80000000u;\n    \
+                         if (y == 0.0) return s * (left ? {pi} : 0.0);\n    \
+                         if (isinf(x) && isinf(y)) return s * (left ? {three} : {quarter});\n    \
+                         if (isinf(x)) return s * (left ? {pi} : 0.0);\n    \
+                         if (isinf(y) || x == 0.0) return s * {half};\n    \
+                         return atan(y, x);\n}}"
+                    )
+                    .unwrap();
+                    vec_overloads(out, "mpm_atan2", 2, "vec", "vec");
+                }
                 Helper::IDiv => {
                     out.push_str(
                         "int mpm_idiv(int a, int b) {\n    if (b == 0) return 0;\n    \
                          uint ua = a < 0 ? 0u - uint(a) : uint(a);\n    uint ub = b < 0 ? 0u - uint(b) : uint(b);\n    \
                          uint q = ua / ub;\n    return ((a < 0) != (b < 0)) ? -int(q) : int(q);\n}\n",
                     );
-                    vec_overloads(out, "int", "ivec", "mpm_idiv");
+                    vec_overloads(out, "mpm_idiv", 2, "ivec", "ivec");
                 }
                 Helper::IRem => {
                     out.push_str(
@@ -1014,33 +1201,47 @@ impl<'k> Printer<'k> {
                          uint ua = a < 0 ? 0u - uint(a) : uint(a);\n    uint ub = b < 0 ? 0u - uint(b) : uint(b);\n    \
                          int r = int(ua % ub);\n    return a < 0 ? -r : r;\n}\n",
                     );
-                    vec_overloads(out, "int", "ivec", "mpm_irem");
+                    vec_overloads(out, "mpm_irem", 2, "ivec", "ivec");
                 }
                 Helper::UDiv => {
                     out.push_str(
                         "uint mpm_udiv(uint a, uint b) {\n    return b == 0u ? 0u : a / b;\n}\n",
                     );
-                    vec_overloads(out, "uint", "uvec", "mpm_udiv");
+                    vec_overloads(out, "mpm_udiv", 2, "uvec", "uvec");
                 }
                 Helper::URem => {
                     out.push_str(
                         "uint mpm_urem(uint a, uint b) {\n    return b == 0u ? 0u : a % b;\n}\n",
                     );
-                    vec_overloads(out, "uint", "uvec", "mpm_urem");
+                    vec_overloads(out, "mpm_urem", 2, "uvec", "uvec");
                 }
                 Helper::FRem => {
-                    for t in ["float", "vec2", "vec3", "vec4"] {
-                        writeln!(
-                            out,
-                            "{t} mpm_frem({t} a, {t} b) {{\n    \
-                             // Rust's %: r = a - b trunc(a / b), |r| < |b|, sign of a. a / b can\n    \
-                             // round to the next integer, so move r back by one |b| when needed.\n    \
-                             {t} r = fma(-b, trunc(a / b), a);\n    \
-                             {t} s = sign(a) * abs(b);\n    \
-                             return r + s * (1.0 - step(0.0, r * sign(a))) - s * step(abs(b), abs(r));\n}}"
-                        )
-                        .unwrap();
-                    }
+                    writeln!(
+                        out,
+                        "float mpm_frem(float a, float b) {{\n    \
+                         // Rust's %: a - b trunc(a / b), exactly, with the sign of a.\n    \
+                         if (isnan(a) || isnan(b) || isinf(a) || b == 0.0) return {NAN};\n    \
+                         if (isinf(b)) return a;\n    \
+                         float x = abs(a), y = abs(b);\n    \
+                         if (x / y < 4194304.0) {{\n        \
+                         // a / b can round to the next integer: move r back by one |b| if so.\n        \
+                         float r = fma(-b, trunc(a / b), a);\n        \
+                         float s = sign(a) * y;\n        \
+                         return r + s * (1.0 - step(0.0, r * sign(a))) - s * step(y, abs(r));\n    \
+                         }}\n    \
+                         // Long division, one exact step per binary digit of the quotient:\n    \
+                         // t = y 2^k with t <= x < 2t, so x - t is exact (Sterbenz).\n    \
+                         while (x >= y) {{\n        \
+                         int ex, ey;\n        \
+                         frexp(x, ex);\n        \
+                         frexp(y, ey);\n        \
+                         float t = ldexp(y, ex - ey);\n        \
+                         x -= t > x ? 0.5 * t : t;\n    \
+                         }}\n    \
+                         return a < 0.0 ? -x : x;\n}}"
+                    )
+                    .unwrap();
+                    vec_overloads(out, "mpm_frem", 2, "vec", "vec");
                 }
                 Helper::Round => {
                     for t in ["float", "vec2", "vec3", "vec4"] {
@@ -1304,6 +1505,7 @@ impl<'k> Printer<'k> {
         }
         Ok(Shader {
             extensions: self.extensions,
+            inf_nan_preserve: self.opts.inf_nan_preserve,
             local_size: self.opts.local_size,
             declarations,
             structs: self.structs,
@@ -1313,18 +1515,27 @@ impl<'k> Printer<'k> {
     }
 }
 
-/// Component-wise vector overloads of a scalar helper `name(s a, s b)`.
-fn vec_overloads(out: &mut String, scalar: &str, vec: &str, name: &str) {
-    let _ = scalar;
+/// A quiet NaN and +infinity in GLSL (it has no literals for them).
+const NAN: &str = "uintBitsToFloat(0x7fc00000u)";
+const INF: &str = "uintBitsToFloat(0x7f800000u)";
+
+/// Component-wise overloads, for 2 to 4 components, of a scalar helper `name` that takes
+/// `arity` arguments of vector kind `arg` ("vec", "ivec", "uvec") and returns kind `ret`.
+fn vec_overloads(out: &mut String, name: &str, arity: usize, arg: &str, ret: &str) {
+    let params = &["a", "b", "c"][..arity];
     for n in 2..=4 {
-        let comps: Vec<String> = ["x", "y", "z", "w"]
+        let decl: Vec<String> = params.iter().map(|p| format!("{arg}{n} {p}")).collect();
+        let comps: Vec<String> = ["x", "y", "z", "w"][..n]
             .iter()
-            .take(n)
-            .map(|c| format!("{name}(a.{c}, b.{c})"))
+            .map(|c| {
+                let args: Vec<String> = params.iter().map(|p| format!("{p}.{c}")).collect();
+                format!("{name}({})", args.join(", "))
+            })
             .collect();
         writeln!(
             out,
-            "{vec}{n} {name}({vec}{n} a, {vec}{n} b) {{\n    return {vec}{n}({});\n}}",
+            "{ret}{n} {name}({}) {{\n    return {ret}{n}({});\n}}",
+            decl.join(", "),
             comps.join(", ")
         )
         .unwrap();

@@ -159,6 +159,10 @@ pub struct DeviceInfo {
     pub subgroup_size: u32,
     /// The device supports `shaderBufferFloat32AtomicAdd`.
     pub float_atomic_add: bool,
+    /// Shaders can ask the device to keep f32 infinities, NaNs and signed zeros
+    /// (`shaderSignedZeroInfNanPreserveFloat32`); without it a driver may assume there are
+    /// none, and NaN checks and saturating casts lose their meaning.
+    pub inf_nan_preserve: bool,
 }
 
 /// What the selected device can do, as used by code generation and launches.
@@ -166,6 +170,9 @@ pub struct DeviceInfo {
 pub struct DeviceCaps {
     /// f32 atomic add on storage buffers is enabled (supported and allowed).
     pub float_atomic_add: bool,
+    /// Every shader runs in the `SignedZeroInfNanPreserve` float mode (see
+    /// [`DeviceInfo::inf_nan_preserve`]).
+    pub inf_nan_preserve: bool,
     pub subgroup_size: u32,
     /// Subgroup basic and ballot operations are supported in compute shaders (used to let one
     /// invocation per pointer slot allocate a block, instead of every contender).

@@ -736,6 +736,7 @@ fn generated_glsl_contains_expected_pieces() {
             field_trees: &[],
             trees: &[],
             subgroups: false,
+            inf_nan_preserve: false,
         },
     )
     .unwrap();
@@ -755,6 +756,24 @@ fn generated_glsl_contains_expected_pieces() {
     }
     assert!(!s.contains("#extension"), "{s}");
     assert!(!s.contains("f0_load"), "unused helper emitted:\n{s}");
+    let preserving = generate(
+        &k,
+        &GlslOptions {
+            shapes: &shapes,
+            float_atomics: true,
+            local_size: 64,
+            field_trees: &[],
+            trees: &[],
+            subgroups: false,
+            inf_nan_preserve: true,
+        },
+    )
+    .unwrap();
+    assert!(
+        preserving[0].contains("capabilities = [4466], 4461, 32);"),
+        "no SignedZeroInfNanPreserve mode:\n{}",
+        preserving[0]
+    );
 
     let k = trace_atomics().unwrap();
     let shapes = [vec![], vec![], vec![]];
@@ -767,6 +786,7 @@ fn generated_glsl_contains_expected_pieces() {
             field_trees: &[],
             trees: &[],
             subgroups: false,
+            inf_nan_preserve: false,
         },
     )
     .unwrap();
@@ -780,6 +800,7 @@ fn generated_glsl_contains_expected_pieces() {
             field_trees: &[],
             trees: &[],
             subgroups: false,
+            inf_nan_preserve: false,
         },
     )
     .unwrap();

@@ -93,6 +93,7 @@ impl Runtime {
             // `MPM_VK_NO_SUBGROUPS=1`: sparse activation without subgroup election (every
             // contender for an empty pointer slot takes a block), for comparison and debugging.
             subgroups: caps.subgroup_ballot && std::env::var_os("MPM_VK_NO_SUBGROUPS").is_none(),
+            inf_nan_preserve: caps.inf_nan_preserve,
         };
         let sources = glsl::generate(kernel, &opts)
             .map_err(|m| backend_err(format!("kernel `{qname}`: {m}")))?;
