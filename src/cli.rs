@@ -112,9 +112,10 @@ pub fn run_scene(
             secs * 1e3 / args.steps as f64
         );
         println!(
-            "memory: grid {} KiB, particles {} KiB",
+            "memory: grid {} KiB, particles {} KiB; {}",
             grid_bytes / 1024,
-            particle_bytes / 1024
+            particle_bytes / 1024,
+            crate::usage::measured(backend.as_ref())
         );
         println!(
             "throughput: {:.0} particle-steps/s",

@@ -159,7 +159,7 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         _ => drive::<D3, 3>(&scene, &backend, opts, &out)?,
     };
     println!(
-        "{} frames, {} substeps of {} particles on {} in {:.2} s: {:.3e} particle-steps/s, peak memory {:.1} MiB ({:.0} bytes per particle){}{}",
+        "{} frames, {} substeps of {} particles on {} in {:.2} s: {:.3e} particle-steps/s, peak field memory {:.1} MiB ({:.0} bytes per particle; {}){}{}",
         summary.frames,
         summary.steps,
         summary.particles,
@@ -168,6 +168,7 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         summary.particles as f64 * summary.steps as f64 / summary.seconds.max(1e-9),
         summary.peak_bytes as f64 / (1 << 20) as f64,
         summary.peak_bytes as f64 / summary.particles.max(1) as f64,
+        crate::usage::measured(backend.as_ref()),
         match summary.removed {
             0 => String::new(),
             n => format!("; {n} particles left the domain and were removed"),

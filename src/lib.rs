@@ -24,5 +24,6 @@ pub mod mesh;
 pub mod output;
 pub mod render;
 pub mod scene_file;
+pub mod usage;
 #[cfg(feature = "program")]
 pub mod view;

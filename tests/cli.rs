@@ -408,3 +408,49 @@ fn energy_report_prints_every_frame() {
         "energy grew: {totals:?}"
     );
 }
+
+/// The run's summary reports measured memory next to the engine's count of its fields: the
+/// process's peak resident memory, which holds the fields on the CPU backend, and the
+/// device's peak on Vulkan, which holds them there. (It once said 214.5 MiB for a process
+/// that peaked at 660 MB.)
+#[test]
+fn run_reports_measured_memory() {
+    let mib = |t: &str, after: &str| -> f64 {
+        let at = t
+            .find(after)
+            .unwrap_or_else(|| panic!("no `{after}` in:\n{t}"))
+            + after.len();
+        let rest = t[at..].trim_start();
+        let end = rest.find(' ').unwrap_or(rest.len());
+        rest[..end]
+            .parse()
+            .unwrap_or_else(|_| panic!("no number after `{after}` in:\n{t}"))
+    };
+    let dir = scratch("memory");
+    for backend in ["cpu", "vulkan"] {
+        let o = mpm(&[
+            "run",
+            &repo("scenes/mpm88.toml"),
+            "--backend",
+            backend,
+            "--frames",
+            "1",
+            "--out",
+            dir.to_str().expect("utf-8"),
+        ]);
+        let t = text(&o);
+        let gpu_required = std::env::var("MPM_REQUIRE_GPU").as_deref() == Ok("1");
+        if backend == "vulkan" && !o.status.success() && !gpu_required && t.contains("no Vulkan") {
+            eprintln!("skipped on Vulkan, no device: {t}");
+            continue;
+        }
+        assert!(o.status.success(), "{t}");
+        let fields = mib(&t, "peak field memory");
+        let process = mib(&t, "process peak");
+        assert!(fields > 0.0 && process > fields, "{t}");
+        if backend == "vulkan" {
+            assert!(mib(&t, "device peak") >= fields, "{t}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -106,6 +106,15 @@ pub struct LoopTiming {
     pub total: Duration,
 }
 
+/// Memory a backend holds on its device, outside the process's own memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// Bytes allocated now.
+    pub in_use: u64,
+    /// The most bytes allocated at once since the backend was made.
+    pub peak: u64,
+}
+
 /// An execution backend: owns field memory and runs kernels.
 pub trait Backend: Send + Sync + 'static {
     fn kind(&self) -> BackendKind;
@@ -125,6 +134,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Accumulated per-loop times since the last reset (GPU timestamps on Vulkan).
     fn profile(&self) -> Vec<LoopTiming>;
     fn reset_profile(&self);
+    /// Device-local memory of a GPU backend; `None` where fields live in the process's memory.
+    fn device_memory(&self) -> Option<DeviceMemory> {
+        None
+    }
 }
 
 /// Shared handle to a backend.

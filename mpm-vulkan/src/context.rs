@@ -1,6 +1,7 @@
 //! Vulkan instance, optional validation layer, device selection and the logical device.
 
 use std::ffi::{c_void, CStr};
+use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 
 use ash::{ext, khr, vk};
@@ -298,6 +299,9 @@ pub(crate) struct Context {
     pub caps: DeviceCaps,
     pub validation: bool,
     pub pipeline_cache_id: String,
+    /// Bytes of device-local memory allocated now and at most (see `GpuBuffer`).
+    pub device_bytes: AtomicU64,
+    pub device_peak: AtomicU64,
 }
 
 impl Context {
@@ -417,6 +421,8 @@ impl Context {
             info: cand.info,
             caps,
             validation,
+            device_bytes: AtomicU64::new(0),
+            device_peak: AtomicU64::new(0),
         })
     }
 }

@@ -16,7 +16,7 @@ mod sparse;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mpm_core::backend::{Buffer, LaunchArgs, LaunchReport, LoopTiming};
+use mpm_core::backend::{Buffer, DeviceMemory, LaunchArgs, LaunchReport, LoopTiming};
 use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 
 pub use compile::{cache_dir, CompileStats};
@@ -302,6 +302,14 @@ impl Backend for VulkanBackend {
         if let Ok(mut r) = self.lock() {
             r.profile.clear();
         }
+    }
+
+    fn device_memory(&self) -> Option<DeviceMemory> {
+        use std::sync::atomic::Ordering::Relaxed;
+        Some(DeviceMemory {
+            in_use: self.ctx.device_bytes.load(Relaxed),
+            peak: self.ctx.device_peak.load(Relaxed),
+        })
     }
 }
 

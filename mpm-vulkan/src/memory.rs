@@ -1,6 +1,7 @@
 //! Buffers allocated with gpu-allocator: device-local field storage and host staging.
 
 use std::any::Any;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use ash::vk;
@@ -20,6 +21,8 @@ pub(crate) struct GpuBuffer {
     pub bytes: u64,
     /// Words as seen by the engine (may be 0).
     pub words: usize,
+    /// Bytes of device-local memory this buffer holds (0 for staging buffers).
+    device_bytes: u64,
 }
 
 impl GpuBuffer {
@@ -93,12 +96,20 @@ impl GpuBuffer {
         // SAFETY: the allocation satisfies the buffer's requirements and is not bound elsewhere.
         let bound =
             unsafe { device.bind_buffer_memory(buffer, allocation.memory(), allocation.offset()) };
+        let device_bytes = if location == MemoryLocation::GpuOnly {
+            allocation.size()
+        } else {
+            0
+        };
+        let now = ctx.device_bytes.fetch_add(device_bytes, Ordering::Relaxed) + device_bytes;
+        ctx.device_peak.fetch_max(now, Ordering::Relaxed);
         let out = GpuBuffer {
             ctx: ctx.clone(),
             buffer,
             allocation: Mutex::new(Some(allocation)),
             bytes,
             words,
+            device_bytes,
         };
         bound.map_err(|r| vk_err("vkBindBufferMemory", r))?;
         Ok(out)
@@ -150,6 +161,9 @@ impl Drop for GpuBuffer {
         // SAFETY: every command buffer that used this buffer was waited on (the backend waits on
         // its fence after each submit), so the buffer is idle.
         unsafe { self.ctx.device.destroy_buffer(self.buffer, None) };
+        self.ctx
+            .device_bytes
+            .fetch_sub(self.device_bytes, Ordering::Relaxed);
         if let (Ok(mut a), Ok(mut alloc)) = (self.ctx.allocator.lock(), self.allocation.lock()) {
             if let (Some(a), Some(m)) = (a.as_mut(), alloc.take()) {
                 let _ = a.free(m);
