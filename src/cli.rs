@@ -101,7 +101,7 @@ pub fn run_scene(
             println!(
                 "  {} loop {}: {:.3} ms per call ({} calls)",
                 t.kernel,
-                t.loop_index,
+                t.name,
                 t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64,
                 t.calls
             );

@@ -184,7 +184,8 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
 
 /// The per-kernel time table (GPU timestamps on Vulkan).
 fn print_profile(backend: &BackendRef) {
-    let profile = backend.profile();
+    let mut profile = backend.profile();
+    profile.sort_by_key(|t| std::cmp::Reverse(t.total));
     if profile.is_empty() {
         return;
     }
@@ -195,12 +196,17 @@ fn print_profile(backend: &BackendRef) {
     for t in profile {
         println!(
             "{:<48} {:>6} {:>8.3} {:>12.3}",
-            format!("{} #{}", t.kernel, t.loop_index),
+            format!("{} {}", short_name(&t.kernel), t.name),
             t.calls,
             t.total.as_secs_f64(),
             t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64
         );
     }
+}
+
+/// A kernel's name without its module path, for tables.
+fn short_name(qualified: &str) -> &str {
+    qualified.rsplit("::").next().unwrap_or(qualified)
 }
 
 /// The checkpoint file of an output folder.

@@ -1725,7 +1725,7 @@ fn bool_logic() {
 }
 
 // =========================================================================================
-// 17. Compound assignment on locals, every operator
+// 17. Compound assignment on locals (every operator) and on field elements
 // =========================================================================================
 
 #[kernel]
@@ -1808,6 +1808,19 @@ fn k_compound(
         uv /= uvec3(2u32, 0u32, 3u32);
         uv %= 1000u32;
         ouv[i] = uv;
+        // On field elements: a read and a write (`+=` and `-=` alone are atomic).
+        oi[i] *= b;
+        oi[i] >>= 1;
+        oi[i] %= 977;
+        ou[i] ^= w;
+        ou[i] |= 1u32;
+        ou[i] /= 3u32;
+        of[i] *= g;
+        of[i] /= 2.0;
+        ov[i] *= g;
+        om[i] *= 2.0;
+        oiv[i] *= ivec2(b, 2);
+        ouv[i] *= 3u32;
     }
 }
 

@@ -716,4 +716,57 @@ per_backend! {
     sparse_and_dense_grids_agree => sparse_and_dense_grids_agree,
     bad_settings_and_inputs_are_named => bad_settings_and_inputs_are_named,
     coulomb_friction_on_an_inclined_plane => coulomb_friction_on_an_inclined_plane,
+    profiles_name_each_loop => profiles_name_each_loop,
+}
+
+/// One labelled loop, one not.
+#[mpm::kernel]
+fn two_loops(a: &mut mpm::Field<f32>) {
+    'doubled: for i in a.indices() {
+        a[i] *= 2.0;
+    }
+    for i in a.indices() {
+        a[i] += 1.0;
+    }
+}
+
+/// The profile names each loop: by its label (the solver's substep labels clear, P2G, grid
+/// update and G2P with the stress update), else by its position.
+fn profiles_name_each_loop(b: &BackendRef) {
+    let mut a = mpm::Field::from_slice(b, [4], &[1.0f32, 2.0, 3.0, 4.0]).expect("field");
+    two_loops(&mut a).expect("launch");
+    assert_eq!(a.download().expect("download"), vec![3.0, 5.0, 7.0, 9.0]);
+    let mut s = Solver2::new(b, Settings::<2>::new(32, 1e-4)).expect("solver");
+    let m = s.add_material(jelly()).expect("material");
+    let region = Region::Box {
+        min: [0.4, 0.4],
+        max: [0.6, 0.6],
+    };
+    s.add_particles(&region, Sampling::Regular, 1.0 / 64.0, m, [0.0, 0.0])
+        .expect("particles");
+    s.substep().expect("substep");
+    let profile = b.profile();
+    let names = |kernel: &str| -> Vec<(usize, String)> {
+        let mut v: Vec<(usize, String)> = profile
+            .iter()
+            .filter(|t| t.kernel.rsplit("::").next() == Some(kernel))
+            .map(|t| (t.loop_index, t.name.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names("two_loops"),
+        vec![(0, "doubled".to_string()), (1, "#1".to_string())],
+        "{profile:#?}"
+    );
+    let substep: Vec<String> = names("substep_quadratic")
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    assert_eq!(
+        substep,
+        ["speeds", "clear", "p2g", "grid_update", "g2p_stress"],
+        "{profile:#?}"
+    );
 }

@@ -30,6 +30,8 @@ pub struct KernelDesc {
     pub module: &'static str,
     /// Names of the field parameters, for error messages.
     pub field_names: &'static [&'static str],
+    /// Per top-level loop: its label (`'p2g: for ...` gives "p2g"), or "" when it has none.
+    pub loop_names: &'static [&'static str],
     /// Builds the kernel IR (the GPU lowering).
     pub trace: fn() -> Result<ir::Kernel>,
     /// Runs the kernel natively (the CPU lowering).
@@ -39,6 +41,14 @@ pub struct KernelDesc {
 impl KernelDesc {
     pub fn qualified_name(&self) -> String {
         format!("{}::{}", self.module, self.name)
+    }
+
+    /// What profiles call loop `index`: its label, else `#index`.
+    pub fn loop_name(&self, index: usize) -> String {
+        match self.loop_names.get(index) {
+            Some(name) if !name.is_empty() => name.to_string(),
+            _ => format!("#{index}"),
+        }
     }
 }
 
@@ -102,6 +112,8 @@ pub struct LaunchReport {
 pub struct LoopTiming {
     pub kernel: String,
     pub loop_index: usize,
+    /// The loop's label in the kernel, else `#<loop_index>` (see [`KernelDesc::loop_name`]).
+    pub name: String,
     pub calls: u64,
     pub total: Duration,
 }

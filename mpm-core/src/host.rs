@@ -13,6 +13,8 @@
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use glam::{IVec2, IVec3, UVec2, UVec3};
 use rayon::prelude::*;
@@ -40,9 +42,41 @@ pub struct HostArgs<'a> {
     /// Run scatter loops into private copies, so that float sums come out the same on every
     /// run (`mpm_core::scatter`).
     pub reproducible: bool,
+    /// The time each top-level loop took, in loop order (see [`HostArgs::lap`]).
+    pub laps: Mutex<Laps>,
+}
+
+/// A stopwatch for the loops of one launch: each lap ends one loop (and the top-level
+/// `let`s before it).
+#[derive(Debug)]
+pub struct Laps {
+    last: Instant,
+    pub times: Vec<Duration>,
+}
+
+impl Laps {
+    pub fn start() -> Laps {
+        Laps {
+            last: Instant::now(),
+            times: Vec::new(),
+        }
+    }
 }
 
 impl<'a> HostArgs<'a> {
+    /// Ends the time of loop `index` (generated code calls it after each top-level loop).
+    pub fn lap(&self, index: usize) {
+        if let Ok(mut laps) = self.laps.lock() {
+            let now = Instant::now();
+            let took = now - laps.last;
+            laps.last = now;
+            if laps.times.len() <= index {
+                laps.times.resize(index + 1, Duration::ZERO);
+            }
+            laps.times[index] += took;
+        }
+    }
+
     /// A typed view of field parameter `n`.
     pub fn view<T: Elem, const D: usize>(&self, n: usize) -> View<'_, T, D> {
         let f = &self.fields[n];

@@ -4,10 +4,10 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpm_core::backend::{Buffer, LaunchArgs, LaunchReport, LoopTiming};
-use mpm_core::host::{HostArgs, HostField};
+use mpm_core::host::{HostArgs, HostField, Laps};
 use mpm_core::sparse::{FieldWords, PoolUse, Sparse};
 use mpm_core::{Backend, BackendKind, Error, KernelDesc, Result};
 use rayon::prelude::*;
@@ -32,7 +32,8 @@ impl Buffer for HostBuffer {
 /// Runs kernels on all cores with rayon, or on a pool of its own.
 #[derive(Default)]
 pub struct CpuBackend {
-    profile: Mutex<HashMap<String, (u64, Duration)>>,
+    /// Per kernel and loop index.
+    profile: Mutex<HashMap<(String, usize), LoopTiming>>,
     /// A pool of a chosen size; `None` runs on rayon's global pool.
     pool: Option<rayon::ThreadPool>,
     /// Scatter loops add into private copies reduced in a fixed order (`mpm_core::scatter`).
@@ -74,14 +75,21 @@ impl CpuBackend {
             ranges: args.ranges,
             out_of_bounds: AtomicUsize::new(0),
             reproducible: self.reproducible,
+            laps: Mutex::new(Laps::start()),
         };
-        let start = Instant::now();
         self.run(|| (kernel.cpu)(&host));
-        let elapsed = start.elapsed();
-        if let Ok(mut p) = self.profile.lock() {
-            let e = p.entry(name).or_default();
-            e.0 += 1;
-            e.1 += elapsed;
+        if let (Ok(mut p), Ok(laps)) = (self.profile.lock(), host.laps.lock()) {
+            for (k, &took) in laps.times.iter().enumerate() {
+                let t = p.entry((name.clone(), k)).or_insert_with(|| LoopTiming {
+                    kernel: name.clone(),
+                    loop_index: k,
+                    name: kernel.loop_name(k),
+                    calls: 0,
+                    total: Duration::ZERO,
+                });
+                t.calls += 1;
+                t.total += took;
+            }
         }
         // Each tree: apply deactivations, recycle blocks, measure the pools.
         for (tree, pool_use) in args.trees.iter().zip(pools.iter_mut()) {
@@ -281,18 +289,12 @@ impl Backend for CpuBackend {
         LaunchReport { outcome, pools }
     }
 
-    /// On the CPU a kernel's loops are timed together, reported as loop 0.
     fn profile(&self) -> Vec<LoopTiming> {
-        let p = self.profile.lock().map(|p| p.clone()).unwrap_or_default();
-        let mut out: Vec<LoopTiming> = p
-            .into_iter()
-            .map(|(kernel, (calls, total))| LoopTiming {
-                kernel,
-                loop_index: 0,
-                calls,
-                total,
-            })
-            .collect();
+        let mut out: Vec<LoopTiming> = self
+            .profile
+            .lock()
+            .map(|p| p.values().cloned().collect())
+            .unwrap_or_default();
         out.sort_by_key(|t| std::cmp::Reverse(t.total));
         out
     }

@@ -182,7 +182,10 @@ impl Checker {
             syn::Expr::ForLoop(f) => self.for_loop(f),
             syn::Expr::While(w) => {
                 if let Some(l) = &w.label {
-                    return err(l, "loop labels are not part of the kernel language");
+                    return err(
+                        l,
+                        "only a kernel's top-level loops take a label (it names them in profiles)",
+                    );
                 }
                 let cond = self.expr(&w.cond)?;
                 let body = self.loop_body(&w.body);
@@ -190,7 +193,10 @@ impl Checker {
             }
             syn::Expr::Loop(l) => {
                 if let Some(label) = &l.label {
-                    return err(label, "loop labels are not part of the kernel language");
+                    return err(
+                        label,
+                        "only a kernel's top-level loops take a label (it names them in profiles)",
+                    );
                 }
                 let body = self.loop_body(&l.body);
                 Ok(Stmt::Loop { body })
@@ -209,7 +215,7 @@ impl Checker {
             }
             syn::Expr::Continue(c) => {
                 if c.label.is_some() {
-                    return err(c, "loop labels are not part of the kernel language");
+                    return err(c, "`continue` takes no label in kernels");
                 }
                 if self.loop_depth == 0 && !self.in_par_loop {
                     return err(c, "`continue` is only allowed inside a loop");
@@ -264,7 +270,10 @@ impl Checker {
 
     fn for_loop(&mut self, f: &syn::ExprForLoop) -> Result<Stmt> {
         if let Some(l) = &f.label {
-            return err(l, "loop labels are not part of the kernel language");
+            return err(
+                l,
+                "only a kernel's top-level loops take a label (it names them in profiles)",
+            );
         }
         let var = loop_var(&f.pat)?;
         let syn::Expr::Range(r) = &*f.expr else {
@@ -303,15 +312,23 @@ impl Checker {
             if let Some(field) = self.is_field(&ix.expr) {
                 self.check_writable(&field, "writing an element")?;
                 let index = self.expr(&ix.index)?;
-                let op = match op {
-                    None => Store::Set,
-                    Some(BinOp::AddAssign(_)) => Store::Add,
-                    Some(BinOp::SubAssign(_)) => Store::Sub,
+                let (op, value) = match op {
+                    None => (Store::Set, value),
+                    Some(BinOp::AddAssign(_)) => (Store::Add, value),
+                    Some(BinOp::SubAssign(_)) => (Store::Sub, value),
+                    // `f[i] *= v` is `f[i] = f[i] * v`: a read and a write, not atomic (only
+                    // `+=` and `-=` are). The index is pure, so reading it twice is the same.
                     Some(other) => {
-                        return err(
-                            other,
-                            "on a field only `=`, `+=` and `-=` (atomic) are allowed; write `f[i] = f[i] * v`",
-                        )
+                        let name = compound_op(other).unwrap_or("add");
+                        let value = Expr::Binary {
+                            op: name,
+                            native: None,
+                            left: Box::new(self.expr(left)?),
+                            right: Box::new(value),
+                            lazy: false,
+                            span,
+                        };
+                        (Store::Set, value)
                     }
                 };
                 return Ok(Stmt::Store {
@@ -822,9 +839,8 @@ impl Checker {
         zero_dim: &HashSet<String>,
         one_dim: &HashSet<String>,
     ) -> Result<Top> {
-        if let Some(l) = &fl.label {
-            return err(l, "loop labels are not part of the kernel language");
-        }
+        // A label names the loop in profiles (`'p2g: for p in x.indices()`).
+        let name = fl.label.as_ref().map(|l| l.name.ident.to_string());
         let var = loop_var(&fl.pat)?;
         self.in_par_loop = true;
         let body = self.block(&fl.body, false);
@@ -909,6 +925,7 @@ impl Checker {
             }
         };
         Ok(Top::Loop(ParLoop {
+            name,
             var,
             domain,
             body,

@@ -196,6 +196,8 @@ pub enum Top {
 }
 
 pub struct ParLoop {
+    /// The loop's label, if it has one (without the `'`).
+    pub name: Option<String>,
     pub var: Ident,
     pub domain: Domain,
     pub body: Body,

@@ -173,8 +173,12 @@ fn trace_loop(l: &ParLoop, trace: &Trace) -> (TokenStream, TokenStream) {
 
 fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
     let trace = Trace { in_func: false };
-    let (mut cpu_body, mut trace_body, mut ranges) =
-        (TokenStream::new(), TokenStream::new(), Vec::new());
+    let (mut cpu_body, mut trace_body, mut ranges, mut loop_names) = (
+        TokenStream::new(),
+        TokenStream::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for top in tops {
         match top {
             Top::Let(s) => {
@@ -182,7 +186,10 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
                 trace_body.extend(trace.stmt(s));
             }
             Top::Loop(l) => {
+                let k = loop_names.len();
                 cpu_body.extend(cpu_loop(l));
+                cpu_body.extend(quote!(__args.lap(#k);));
+                loop_names.push(l.name.clone().unwrap_or_default());
                 let (traced, range) = trace_loop(l, &trace);
                 trace_body.extend(traced);
                 ranges.push(range);
@@ -277,6 +284,7 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
                 name: #name_str,
                 module: ::core::module_path!(),
                 field_names: &[#(#field_names),*],
+                loop_names: &[#(#loop_names),*],
                 trace: __trace,
                 cpu: __cpu,
             };

@@ -18,8 +18,7 @@ fn several(x: &mut Field<f32>, mode: i32) {
         let y = match mode {
             _ => 1.0,
         };
-        x[i] *= 2.0;
-        x[i] = twice(x[i]);
+        x[i] = twice(x[i]) as f64;
     }
     for j in x.indices().rev() {
         x[j] = 0.0;

@@ -275,11 +275,11 @@ impl Runtime {
                 let ticks = stamps[2 * l + 1].wrapping_sub(stamps[2 * l]) & mask;
                 let t =
                     Duration::from_nanos((ticks as f64 * caps.timestamp_period_ns as f64) as u64);
-                self.record_time(&qname, l, t);
+                self.record_time(desc, &qname, l, t);
             }
         } else {
             for l in 0..loops as usize {
-                self.record_time(&qname, l, Duration::ZERO);
+                self.record_time(desc, &qname, l, Duration::ZERO);
             }
         }
 
@@ -360,7 +360,13 @@ impl Runtime {
         Ok(())
     }
 
-    pub(super) fn record_time(&mut self, kernel: &str, loop_index: usize, t: Duration) {
+    pub(super) fn record_time(
+        &mut self,
+        desc: &KernelDesc,
+        kernel: &str,
+        loop_index: usize,
+        t: Duration,
+    ) {
         match self
             .profile
             .iter_mut()
@@ -373,6 +379,7 @@ impl Runtime {
             None => self.profile.push(LoopTiming {
                 kernel: kernel.into(),
                 loop_index,
+                name: desc.loop_name(loop_index),
                 calls: 1,
                 total: t,
             }),

@@ -40,6 +40,7 @@ macro_rules! desc {
             name: $name,
             module: "vk_tests",
             field_names: &[$($f),*],
+            loop_names: &[],
             trace: $trace,
             cpu: common::noop,
         }

@@ -192,15 +192,15 @@ macro_rules! substep {
             let inv_dx = 1.0 / dx;
             let support = $support;
             let depth = $depth;
-            for b in 0..crate::solver::kernels::SPEED_BUCKETS {
+            'speeds: for b in 0..crate::solver::kernels::SPEED_BUCKETS {
                 speeds[b] = 0;
             }
-            for cell in grid_m.active() {
+            'clear: for cell in grid_m.active() {
                 grid_v[cell] = Vec::ZERO;
                 grid_v0[cell] = Vec::ZERO;
                 grid_m[cell] = 0.0;
             }
-            for p in 0..count {
+            'p2g: for p in 0..count {
                 let id = material[p];
                 if id >= 0 {
                     let (base, fx, w) = stencil(x[p] * inv_dx, support);
@@ -227,7 +227,7 @@ macro_rules! substep {
                     }
                 }
             }
-            for cell in grid_m.active() {
+            'grid_update: for cell in grid_m.active() {
                 let m = grid_m[cell];
                 if m > 0.0 {
                     // Implicit damping: unconditionally stable, and zero at rest.
@@ -251,7 +251,7 @@ macro_rules! substep {
                     }
                 }
             }
-            for p in 0..count {
+            'g2p_stress: for p in 0..count {
                 let id = material[p];
                 if id >= 0 {
                     let (base, fx, w) = stencil(x[p] * inv_dx, support);
@@ -367,7 +367,7 @@ pub fn init_stress(
     start: u32,
     end: u32,
 ) {
-    for p in start..end {
+    'stress: for p in start..end {
         let id = material[p];
         if id >= 0 {
             let (h_new, tau_new, jp_new) = materials::constitutive(
