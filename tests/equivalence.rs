@@ -2428,6 +2428,63 @@ fn k_let_between(a: &mut Field<i32>, out: &mut Field<i32>, k: i32) {
     }
 }
 
+/// An inclusive top-level range and `let`s without a value, assigned on every path.
+#[kernel]
+fn k_inclusive_deferred(x: &Field<i32>, out: &mut Field<i32>, first: i32, last: i32) {
+    for i in first..=last {
+        let v = x[i];
+        let kind: i32;
+        if v > 0 {
+            kind = 1;
+        } else if v < 0 {
+            kind = -1;
+        } else {
+            kind = 0;
+        }
+        let mut scaled: Vec2;
+        scaled = vec2(v as f32, 2.0);
+        scaled *= 0.5;
+        out[i] = kind * 100 + scaled.x as i32 + scaled.y as i32;
+    }
+}
+
+/// Exact: `first..=last` runs `last` too (and nothing when last < first), and a `let x: T;`
+/// assigned on every branch holds the branch's value.
+#[test]
+fn inclusive_ranges_and_deferred_lets() {
+    let n = N as i32;
+    property(
+        12,
+        (vec(-50i32..50, N), 0..n, -1..n),
+        |bk, (xs, first, last)| {
+            agree(
+                bk,
+                false,
+                |be| {
+                    let x = Field::from_slice(be, [N as u32], &xs)?;
+                    let mut o = Field::<i32>::from_slice(be, [N as u32], &vec![-7; N])?;
+                    k_inclusive_deferred(&x, &mut o, first, last)?;
+                    o.download()
+                },
+                |c, g| {
+                    let expected: Vec<i32> = (0..n)
+                        .map(|i| {
+                            let v = xs[i as usize];
+                            if i < first || i > last {
+                                -7
+                            } else {
+                                v.signum() * 100 + ((v as f32) * 0.5) as i32 + 1
+                            }
+                        })
+                        .collect();
+                    same("cpu against Rust", c, &expected, Tol::Exact)?;
+                    same("gpu against cpu", g, c, Tol::Exact)
+                },
+            )
+        },
+    );
+}
+
 /// Exact: `let`s before and between the loops (pure values) mean the same on both sides.
 #[test]
 fn top_level_lets() {

@@ -457,24 +457,27 @@ impl LoopInt for u32 {
     }
 }
 
-/// The host-side range of a top-level `for i in start..end` loop.
-pub fn loop_range<T: LoopInt>(start: T, end: T) -> LoopRange {
-    let (s, e) = (start.to_i64(), end.to_i64());
+/// The host-side range of a top-level `for i in start..end` loop (`start..=end` when
+/// `inclusive`; in i64, so that `0..=u32::MAX` does not wrap).
+pub fn loop_range<T: LoopInt>(start: T, end: T, inclusive: bool) -> LoopRange {
+    let (s, e) = (start.to_i64(), end.to_i64() + inclusive as i64);
     LoopRange {
         start: s,
         count: (e - s).max(0) as u64,
     }
 }
 
-/// Runs `body` for every `i` in `start..end` in parallel. Each worker calls `init` once for
-/// the state its calls of `body` share (the fields' [`Local`] views).
+/// Runs `body` for every `i` in `start..end` (`start..=end` when `inclusive`) in parallel.
+/// Each worker calls `init` once for the state its calls of `body` share (the fields'
+/// [`Local`] views).
 pub fn par_for<T: LoopInt, S>(
     start: T,
     end: T,
+    inclusive: bool,
     init: impl Fn() -> S + Sync + Send,
     body: impl Fn(&S, T) + Sync + Send,
 ) {
-    let range = loop_range(start, end);
+    let range = loop_range(start, end, inclusive);
     (0..range.count as usize)
         .into_par_iter()
         .with_min_len(64)

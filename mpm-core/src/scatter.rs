@@ -108,7 +108,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
     }
 }
 
-/// Runs `body(state, copies, i)` for `i` in `start..end`, where `init()` makes the state one
+/// Runs `body(state, copies, i)` for `i` in `start..end` (or `start..=end`), where `init()` makes the state one
 /// worker's calls share and `copies` are its private copies of `fields` (an empty slice for a
 /// field that keeps shared atomics). Reproducible: one contiguous chunk per thread, in
 /// parallel, then the copies are added into the fields in chunk order. Otherwise a plain
@@ -117,11 +117,12 @@ pub fn par_scatter<I: LoopInt, S>(
     reproducible: bool,
     start: I,
     end: I,
+    inclusive: bool,
     fields: &[&dyn ScatterField],
     init: impl Fn() -> S + Sync + Send,
     body: impl Fn(&S, &[&[Cell<u32>]], I) + Sync + Send,
 ) {
-    let range = loop_range(start, end);
+    let range = loop_range(start, end, inclusive);
     if !reproducible {
         let n = fields.len();
         return (0..range.count as usize)

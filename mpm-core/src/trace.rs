@@ -342,6 +342,14 @@ pub fn let_<T: Value, A: IntoExpr<T>>(name: &str, value: A) -> Expr<T> {
     Expr::new(ExprKind::Var(var))
 }
 
+/// `let name: T;`, a local assigned later (the CPU lowering keeps the `let` as written, so
+/// rustc checks that every path assigns it before a read, as in Rust).
+pub fn declare<T: Value>(name: &str) -> Expr<T> {
+    let var = new_var(name, T::ty());
+    push_stmt(Stmt::Let { var, init: None });
+    Expr::new(ExprKind::Var(var))
+}
+
 /// An assignable location: a local variable, or a component / element of one.
 pub struct Place<T> {
     place: IrPlace,

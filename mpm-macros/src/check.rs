@@ -120,19 +120,27 @@ impl Checker {
     }
 
     fn local(&mut self, l: &Local) -> Result<Stmt> {
-        let Some(init) = &l.init else {
-            return err(l, "`let` needs an initial value, e.g. `let mut x = 0.0;`");
-        };
-        if let Some((_, d)) = &init.diverge {
-            return err(d, "`let ... else` is not part of the kernel language");
-        }
-        let value = match strip_parens(&init.expr) {
-            syn::Expr::Call(c) if is_named(&c.func, "atomic_add") => self.fetch_add(c)?,
-            other => self.expr(other)?,
-        };
         let (pat, ty) = match &l.pat {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
+        };
+        let value = match &l.init {
+            Some(init) => {
+                if let Some((_, d)) = &init.diverge {
+                    return err(d, "`let ... else` is not part of the kernel language");
+                }
+                Some(match strip_parens(&init.expr) {
+                    syn::Expr::Call(c) if is_named(&c.func, "atomic_add") => self.fetch_add(c)?,
+                    other => self.expr(other)?,
+                })
+            }
+            None if ty.is_some() && matches!(pat, Pat::Ident(_)) => None,
+            None => {
+                return err(
+                    l,
+                    "a `let` without a value names its type, `let x: f32;`, and is assigned before it is read",
+                )
+            }
         };
         let binding = match pat {
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
@@ -911,17 +919,18 @@ impl Checker {
                 };
                 (domain, Vec::new())
             }
-            syn::Expr::Range(r) if matches!(r.limits, syn::RangeLimits::HalfOpen(_)) => {
+            syn::Expr::Range(r) => {
                 let (Some(a), Some(b)) = (&r.start, &r.end) else {
-                    return err(r, "a parallel range needs both ends: `a..b`");
+                    return err(r, "a parallel range needs both ends: `a..b` or `a..=b`");
                 };
                 check_host_bound(a, scalars, "the bounds of a parallel range are")?;
                 check_host_bound(b, scalars, "the bounds of a parallel range are")?;
-                let range = Domain::Range(self.expr(a)?, self.expr(b)?);
+                let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
+                let range = Domain::Range(self.expr(a)?, self.expr(b)?, inclusive);
                 (range, scatter_only(&fl.body, &self.fields))
             }
             other => {
-                return err(other, "a top-level loop runs over `field.indices()`, `field.active()`, `grid.bins(order, starts, block)` or a range `a..b`");
+                return err(other, "a top-level loop runs over `field.indices()`, `field.active()`, `grid.bins(order, starts, block)` or a range `a..b` / `a..=b`");
             }
         };
         Ok(Top::Loop(ParLoop {

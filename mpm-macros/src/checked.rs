@@ -15,9 +15,10 @@ pub struct Body {
 }
 
 pub enum Stmt {
+    /// `let binding = value;`, or `let name: T;` without a value (assigned later).
     Let {
         binding: Binding,
-        value: Expr,
+        value: Option<Expr>,
     },
     /// `place = value` or `place op= value` on a local (`read` is the place as a value, for
     /// compound operators).
@@ -213,7 +214,8 @@ pub struct ParLoop {
 pub enum Domain {
     Active(Ident),
     Indices(Ident),
-    Range(Expr, Expr),
+    /// `a..b`, or `a..=b` when the flag is set.
+    Range(Expr, Expr, bool),
     /// `grid.bins(order, starts, block)`.
     Bins {
         grid: Ident,

@@ -22,8 +22,17 @@ fn block(b: &Body) -> TokenStream {
 
 pub fn stmt(s: &Stmt) -> TokenStream {
     match s {
+        Stmt::Let {
+            binding:
+                Binding::Name {
+                    name,
+                    mutability,
+                    ty: Some(t),
+                },
+            value: None,
+        } => quote!(let #mutability #name: #t;),
         Stmt::Let { binding, value } => {
-            let value = expr(value);
+            let value = value.as_ref().map(expr).unwrap_or_default();
             match binding {
                 Binding::Name {
                     name,

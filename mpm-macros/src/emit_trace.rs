@@ -27,8 +27,17 @@ impl Trace {
 
     pub fn stmt(&self, s: &Stmt) -> TokenStream {
         match s {
+            Stmt::Let {
+                binding: Binding::Name {
+                    name, ty: Some(t), ..
+                },
+                value: None,
+            } => {
+                let label = name.to_string();
+                quote!(let #name: ::mpm_core::trace::Expr<#t> = ::mpm_core::trace::declare::<#t>(#label);)
+            }
             Stmt::Let { binding, value } => {
-                let value = self.expr(value);
+                let value = value.as_ref().map(|v| self.expr(v)).unwrap_or_default();
                 match binding {
                     Binding::Name { name, ty, .. } => {
                         let label = name.to_string();

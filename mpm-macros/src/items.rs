@@ -88,12 +88,13 @@ fn cpu_loop(l: &ParLoop) -> TokenStream {
             { #body }
         }
     };
-    let scatter_range = |start: TokenStream, end: TokenStream| {
+    let scatter_range = |start: TokenStream, end: TokenStream, inclusive: bool| {
         quote! {
             ::mpm_core::scatter::par_scatter(
                 __args.reproducible,
                 #start,
                 #end,
+                #inclusive,
                 &[#(&#scatter as &dyn ::mpm_core::scatter::ScatterField),*],
                 #init,
                 #worker,
@@ -122,13 +123,13 @@ fn cpu_loop(l: &ParLoop) -> TokenStream {
         Domain::Indices(field) if scatter.is_empty() => {
             quote!(::mpm_core::host::par_indices(&#field, #init, #worker);)
         }
-        Domain::Indices(field) => scatter_range(quote!(0u32), quote!(#field.shape()[0])),
-        Domain::Range(a, b) => {
+        Domain::Indices(field) => scatter_range(quote!(0u32), quote!(#field.shape()[0]), false),
+        Domain::Range(a, b, inclusive) => {
             let (a, b) = (emit_cpu::expr(a), emit_cpu::expr(b));
             if scatter.is_empty() {
-                quote!(::mpm_core::host::par_for(#a, #b, #init, #worker);)
+                quote!(::mpm_core::host::par_for(#a, #b, #inclusive, #init, #worker);)
             } else {
-                scatter_range(a, b)
+                scatter_range(a, b, *inclusive)
             }
         }
     }
@@ -160,12 +161,12 @@ fn trace_loop(l: &ParLoop, trace: &Trace) -> (TokenStream, TokenStream) {
                 quote!(::mpm_core::abi::indices_range(&#order.shape())),
             )
         }
-        Domain::Range(a, b) => {
+        Domain::Range(a, b, inclusive) => {
             let (ta, tb) = (trace.expr(a), trace.expr(b));
             let (ha, hb) = (emit_cpu::expr(a), emit_cpu::expr(b));
             (
                 quote!(::mpm_core::trace::par_range(#label, #ta, #tb, |#var| { #body });),
-                quote!(::mpm_core::host::loop_range(#ha, #hb)),
+                quote!(::mpm_core::host::loop_range(#ha, #hb, #inclusive)),
             )
         }
     }

@@ -1,4 +1,4 @@
-//! `let` without an initial value.
+//! `let` without an initial value or a type.
 // (On error the attribute emits only the error, so the imports would warn as unused.)
 #![allow(unused_imports)]
 
@@ -7,7 +7,7 @@ use mpm::{kernel, Field};
 #[kernel]
 fn late_init(x: &mut Field<f32>) {
     for i in x.indices() {
-        let a: f32;
+        let a;
         a = 1.0;
         x[i] = a;
     }

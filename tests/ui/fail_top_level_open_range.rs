@@ -1,4 +1,4 @@
-//! A top-level loop over an inclusive range `a..=b`: parallel ranges are `a..b`.
+//! A top-level loop over a range without an end: a parallel range has both.
 // (On error the attribute emits only the error, so the imports would warn as unused.)
 #![allow(unused_imports)]
 
@@ -6,7 +6,7 @@ use mpm::{kernel, Field};
 
 #[kernel]
 fn upto(x: &mut Field<f32>, n: i32) {
-    for i in 0..=n {
+    for i in n.. {
         x[i] = 1.0;
     }
 }
