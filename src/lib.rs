@@ -25,5 +25,11 @@ pub mod output;
 pub mod render;
 pub mod scene_file;
 pub mod usage;
+
+/// The README's Rust examples, compiled and run as doc tests so that it cannot drift from
+/// the engine.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;
 #[cfg(feature = "program")]
 pub mod view;
