@@ -111,6 +111,10 @@ pub struct View<'a, T, const D: usize> {
 }
 
 /// An index into a field of `D` dimensions: the last axis varies fastest.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not index a {D}-D field",
+    label = "a 1-D field takes a u32 or i32, a 2-D one an IVec2 or UVec2, a 3-D one an IVec3 or UVec3, a 0-D one `()`"
+)]
 pub trait FieldIndex<const D: usize>: Copy {
     /// The coordinates, in range or not (unused axes 0).
     fn signed(self) -> [i64; 3];

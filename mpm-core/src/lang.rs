@@ -10,8 +10,13 @@ pub use crate::linalg::{polar, svd};
 use glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
 
 macro_rules! binary_trait {
-    ($tr:ident, $f:ident) => {
+    ($tr:ident, $f:ident, $message:literal) => {
         #[doc = concat!("The `", stringify!($f), "` operator of the kernel language.")]
+        #[diagnostic::on_unimplemented(
+            message = $message,
+            label = "both sides need the same scalar type, or a vector or matrix and its scalar; convert with `as`",
+            note = "the language has no implicit conversions: an i32 and a u32, or an f32 and an integer, do not mix"
+        )]
         pub trait $tr<R> {
             type Output;
             fn apply(self, rhs: R) -> Self::Output;
@@ -23,16 +28,56 @@ macro_rules! binary_trait {
         }
     };
 }
-binary_trait!(KAdd, add);
-binary_trait!(KSub, sub);
-binary_trait!(KMul, mul);
-binary_trait!(KDiv, div);
-binary_trait!(KRem, rem);
-binary_trait!(KBitAnd, bitand);
-binary_trait!(KBitOr, bitor);
-binary_trait!(KBitXor, bitxor);
-binary_trait!(KShl, shl);
-binary_trait!(KShr, shr);
+binary_trait!(
+    KAdd,
+    add,
+    "`{Self} + {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KSub,
+    sub,
+    "`{Self} - {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KMul,
+    mul,
+    "`{Self} * {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KDiv,
+    div,
+    "`{Self} / {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KRem,
+    rem,
+    "`{Self} % {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KBitAnd,
+    bitand,
+    "`{Self} & {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KBitOr,
+    bitor,
+    "`{Self} | {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KBitXor,
+    bitxor,
+    "`{Self} ^ {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KShl,
+    shl,
+    "`{Self} << {R}` is not part of the kernel language"
+);
+binary_trait!(
+    KShr,
+    shr,
+    "`{Self} >> {R}` is not part of the kernel language"
+);
 
 /// `-a` (wrapping on integers).
 pub trait KNeg {

@@ -503,6 +503,10 @@ pub fn assign<T: Value, A: IntoExpr<T>>(p: Place<T>, value: A) {
 }
 
 /// Index types accepted by a field of `D` dimensions.
+#[diagnostic::on_unimplemented(
+    message = "this index does not fit a {D}-D field",
+    label = "a 1-D field takes a u32 or i32, a 2-D one an IVec2 or UVec2, a 3-D one an IVec3 or UVec3, a 0-D one `()`"
+)]
 pub trait FieldIndex<const D: usize> {
     fn index_expr(self) -> ExprId;
 }
@@ -800,8 +804,12 @@ pub fn param<T: Value>(params: &[ExprId], k: usize) -> Expr<T> {
 use std::ops::Neg;
 
 macro_rules! binary_trait {
-    ($tr:ident, $f:ident, $op:ident) => {
+    ($tr:ident, $f:ident, $op:ident, $message:literal) => {
         #[doc = concat!("The `", stringify!($f), "` operator on traced values.")]
+        #[diagnostic::on_unimplemented(
+            message = $message,
+            label = "both sides need the same scalar type, or a vector or matrix and its scalar; convert with `as`"
+        )]
         pub trait $tr<R> {
             type Output;
             fn apply(self, rhs: R) -> Self::Output;
@@ -812,16 +820,66 @@ macro_rules! binary_trait {
         }
     };
 }
-binary_trait!(TAdd, add, Add);
-binary_trait!(TSub, sub, Sub);
-binary_trait!(TMul, mul, Mul);
-binary_trait!(TDiv, div, Div);
-binary_trait!(TRem, rem, Rem);
-binary_trait!(TBitAnd, bitand, BitAnd);
-binary_trait!(TBitOr, bitor, BitOr);
-binary_trait!(TBitXor, bitxor, BitXor);
-binary_trait!(TShl, shl, Shl);
-binary_trait!(TShr, shr, Shr);
+binary_trait!(
+    TAdd,
+    add,
+    Add,
+    "the operands of `+` have types the kernel language does not combine"
+);
+binary_trait!(
+    TSub,
+    sub,
+    Sub,
+    "the operands of `-` have types the kernel language does not combine"
+);
+binary_trait!(
+    TMul,
+    mul,
+    Mul,
+    "the operands of `*` have types the kernel language does not combine"
+);
+binary_trait!(
+    TDiv,
+    div,
+    Div,
+    "the operands of `/` have types the kernel language does not combine"
+);
+binary_trait!(
+    TRem,
+    rem,
+    Rem,
+    "the operands of `%` have types the kernel language does not combine"
+);
+binary_trait!(
+    TBitAnd,
+    bitand,
+    BitAnd,
+    "the operands of `&` have types the kernel language does not combine"
+);
+binary_trait!(
+    TBitOr,
+    bitor,
+    BitOr,
+    "the operands of `|` have types the kernel language does not combine"
+);
+binary_trait!(
+    TBitXor,
+    bitxor,
+    BitXor,
+    "the operands of `^` have types the kernel language does not combine"
+);
+binary_trait!(
+    TShl,
+    shl,
+    Shl,
+    "the operands of `<<` have types the kernel language does not combine"
+);
+binary_trait!(
+    TShr,
+    shr,
+    Shr,
+    "the operands of `>>` have types the kernel language does not combine"
+);
 
 fn binary<O: Value>(op: BinOp, l: ExprId, r: ExprId) -> Expr<O> {
     Expr::new(ExprKind::Binary(op, l, r))

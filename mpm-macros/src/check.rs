@@ -124,6 +124,9 @@ impl Checker {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
         };
+        if let Some(t) = ty {
+            crate::signature::check_value_type(t)?;
+        }
         let value = match &l.init {
             Some(init) => {
                 if let Some((_, d)) = &init.diverge {
@@ -558,6 +561,17 @@ impl Checker {
                     c,
                     "`atomic_add(f, i, v)` is the whole value of a `let`: \
                      `let old = atomic_add(f, i, v);` (for the add alone, write `f[i] += v`)",
+                );
+            }
+        }
+        for a in &c.args {
+            if let Some(field) = self.is_field(strip_parens(a)) {
+                return err(
+                    a,
+                    format!(
+                        "`{field}` is a field: a call takes values (`{field}[i]`); kernels run \
+                         one after another from the host, not from inside a kernel"
+                    ),
                 );
             }
         }

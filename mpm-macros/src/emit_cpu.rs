@@ -60,7 +60,7 @@ pub fn stmt(s: &Stmt) -> TokenStream {
             let value = expr(value);
             match (op, read) {
                 (Some(op), Some(read)) => {
-                    let f = format_ident!("{}", op);
+                    let f = format_ident!("{}", op, span = *span);
                     let read = expr(read);
                     quote_spanned!(*span=> #place = ::mpm_core::lang::#f(#read, #value);)
                 }
@@ -189,7 +189,7 @@ pub fn expr(e: &Expr) -> TokenStream {
             match native {
                 Some(native) => quote_spanned!(*span=> (#l #native #r)),
                 None => {
-                    let f = format_ident!("{}", op);
+                    let f = format_ident!("{}", op, span = *span);
                     quote_spanned!(*span=> ::mpm_core::lang::#f(#l, #r))
                 }
             }

@@ -73,7 +73,7 @@ impl Trace {
                 match op {
                     None => quote_spanned!(*span=> ::mpm_core::trace::assign(#place, #value);),
                     Some(op) => {
-                        let f = format_ident!("{}", op);
+                        let f = format_ident!("{}", op, span = *span);
                         quote!({
                             let __place = #place;
                             let __value = ::mpm_core::trace::#f(__place.get(), #value);
@@ -213,7 +213,7 @@ impl Trace {
                     (true, "and") => quote!(::mpm_core::trace::if_value(#l, || #r, || false)),
                     (true, "or") => quote!(::mpm_core::trace::if_value(#l, || true, || #r)),
                     _ => {
-                        let f = format_ident!("{}", op);
+                        let f = format_ident!("{}", op, span = *span);
                         quote_spanned!(*span=> ::mpm_core::trace::#f(#l, #r))
                     }
                 }

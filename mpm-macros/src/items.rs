@@ -349,7 +349,10 @@ pub fn func(f: ItemFn) -> TokenStream {
 fn func_item(f: &ItemFn) -> Result<TokenStream> {
     check_fn(f, "func")?;
     let ret = match &f.sig.output {
-        syn::ReturnType::Type(_, t) => (**t).clone(),
+        syn::ReturnType::Type(_, t) => {
+            crate::signature::check_value_type(t)?;
+            (**t).clone()
+        }
         syn::ReturnType::Default => {
             return Err(Error::new_spanned(
                 &f.sig,
@@ -367,6 +370,7 @@ fn func_item(f: &ItemFn) -> Result<TokenStream> {
                 "funcs take values, not references or fields: pass `x[i]`",
             ));
         }
+        crate::signature::check_value_type(ty)?;
         names.push(name);
         tys.push(ty.clone());
     }

@@ -207,6 +207,36 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
     Ok(params)
 }
 
+/// Refuses, at its span, a type that names a Rust primitive outside the language (`f64`,
+/// `i64`, `usize`, `char`, ...), anywhere inside it (`[f64; 3]`, `(f32, u64)`): without this
+/// rustc reports each use as a missing trait implementation.
+pub fn check_value_type(ty: &Type) -> Result<()> {
+    match ty {
+        Type::Path(tp) => {
+            if let Some(seg) = tp.path.segments.last() {
+                let message = match seg.ident.to_string().as_str() {
+                    "f16" | "f64" | "f128" => Some("floats in kernels are f32"),
+                    "i8" | "i16" | "i64" | "i128" | "isize" | "u8" | "u16" | "u64" | "u128"
+                    | "usize" => Some("integers in kernels are i32 or u32"),
+                    "char" | "str" | "String" => {
+                        Some("kernels have no characters or strings; their values are numbers")
+                    }
+                    _ => None,
+                };
+                if let Some(m) = message {
+                    return Err(Error::new_spanned(seg, m));
+                }
+            }
+            Ok(())
+        }
+        Type::Array(a) => check_value_type(&a.elem),
+        Type::Tuple(t) => t.elems.iter().try_for_each(check_value_type),
+        Type::Paren(p) => check_value_type(&p.elem),
+        Type::Group(g) => check_value_type(&g.elem),
+        _ => Ok(()),
+    }
+}
+
 /// Whether a type can name one of the language's element types: f32, i32, u32, bool, a glam
 /// vector or matrix, or a type alias of one (`Vec` in code written once for 2D and 3D; Rust
 /// checks that it is an element type). Other primitives (f64, i64, ...) are refused here.
