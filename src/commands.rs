@@ -154,6 +154,25 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
             out.display()
         ),
     }
+    let frames = opts.frames.unwrap_or(scene.frames());
+    if let Ok(stale) = crate::files::frames_beyond(&out, frames) {
+        if let (Some(first), Some(last)) = (stale.first(), stale.last()) {
+            let name = |p: &PathBuf| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            eprintln!(
+                "mpm: warning: {} holds {} frame file(s) of an earlier, longer run ({} .. {}) that \
+                 this run of {frames} frames will not replace; remove them or choose another --out",
+                out.display(),
+                stale.len(),
+                name(first),
+                name(last),
+            );
+        }
+    }
     let summary = match scene.dimension() {
         2 => drive::<D2, 2>(&scene, &backend, opts, &out)?,
         _ => drive::<D3, 3>(&scene, &backend, opts, &out)?,
@@ -341,13 +360,13 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
         let frame_time = f64::from(self.scene.simulation.frame_time);
         let target = f64::from(self.frame + 1) * frame_time;
         while self.solver.time() + 0.5 * f64::from(self.solver.next_dt()) < target {
-            self.solver.substep()?;
+            self.solver.substep().map_err(|e| self.scene.explain(e))?;
             if stop.load(Ordering::SeqCst) {
                 return Ok(None);
             }
         }
         if self.energy {
-            let e = self.solver.energy()?;
+            let e = self.solver.energy().map_err(|e| self.scene.explain(e))?;
             // Printed around the bar, which hides itself (and its `println`) off a terminal.
             let line = format!(
                 "frame {}: t = {:.4} s, kinetic {:.6e} (affine {:.3e}), strain {:.6e}, gravity {:.6e}, total {:.6e} J{}",
@@ -365,7 +384,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
             );
             self.bar.suspend(|| println!("{line}"));
         }
-        let (x, materials) = self.solver.positions()?;
+        let (x, materials) = self.solver.positions().map_err(|e| self.scene.explain(e))?;
         let n = x.len();
         let mut v = self.solver.particles.v.download()?;
         v.truncate(n);
@@ -511,11 +530,11 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
     let size: Vec<f32> = s.resolution.iter().map(|&r| r as f32 * dx).collect();
     println!("scene: {}", scene.file);
     println!(
-        "  {}D, grid {:?} cells of {dx} m (domain {size:?} m), {:?} layout, {:?} splines{}",
+        "  {}D, grid {:?} cells of {dx} m (domain {size:?} m), {} layout, {} splines{}",
         s.dimension,
         s.resolution,
-        s.grid.layout,
-        s.spline,
+        s.grid.layout.name(),
+        s.spline.name(),
         if s.flip > 0.0 {
             format!(", FLIP {}", s.flip)
         } else {

@@ -7,7 +7,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Scene files: a few kilobytes of TOML in practice.
 pub const SCENE_LIMIT: u64 = 16 << 20;
@@ -114,9 +114,56 @@ pub fn remove_stale_temporaries(dir: &Path) -> io::Result<usize> {
     Ok(removed)
 }
 
+/// The frame files (`frame_NNNNN.png` / `.ply`) in `dir` numbered `frames` or above, sorted:
+/// an earlier, longer run left them, and a run of `frames` frames will not overwrite them.
+pub fn frames_beyond(dir: &Path, frames: u32) -> io::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let number = name
+            .strip_prefix("frame_")
+            .and_then(|n| n.strip_suffix(".png").or_else(|| n.strip_suffix(".ply")))
+            .and_then(|n| n.parse::<u32>().ok());
+        if number.is_some_and(|n| n >= frames) {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_beyond_a_run_are_found() {
+        let dir = std::env::temp_dir().join(format!("mpm-frames-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        for name in [
+            "frame_00001.png",
+            "frame_00003.png",
+            "frame_00004.ply",
+            "frame_x.png",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.join(name), b"").expect("write");
+        }
+        let names: Vec<String> = frames_beyond(&dir, 3)
+            .expect("listing")
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(names, ["frame_00003.png", "frame_00004.ply"]);
+        assert!(frames_beyond(&dir, 5).expect("listing").is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn only_regular_files_within_the_limit_are_read() {

@@ -19,6 +19,9 @@ use mpm_core::BackendRef;
 
 use crate::mesh::{MeshError, TriMesh};
 
+mod locate;
+use locate::{Locator, Table};
+
 /// What went wrong with a scene file.
 #[derive(Debug, thiserror::Error)]
 pub enum SceneError {
@@ -116,6 +119,16 @@ pub enum SplineName {
     Cubic,
 }
 
+impl SplineName {
+    /// As a scene file writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SplineName::Quadratic => "quadratic",
+            SplineName::Cubic => "cubic",
+        }
+    }
+}
+
 /// `grid = { layout = "sparse", block = 4, reserve = 4096 }`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -152,6 +165,17 @@ pub enum LayoutName {
     Sparse,
     /// Pointer blocks, bitmasked inside.
     Bitmasked,
+}
+
+impl LayoutName {
+    /// As a scene file writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LayoutName::Dense => "dense",
+            LayoutName::Sparse => "sparse",
+            LayoutName::Bitmasked => "bitmasked",
+        }
+    }
 }
 
 /// `walls = { thickness = 3, condition = "separate", friction = 0.0 }`.
@@ -472,6 +496,18 @@ impl Scene {
 
     /// Parses and checks scene text; `file` names it in messages.
     pub fn parse(file: &str, source: &str) -> Result<Scene, SceneError> {
+        // Before serde, which would read 1e300 into an f32 as an infinity.
+        if let Some((offset, key, text)) = Locator::new(source).first_non_f32() {
+            let (line, column) = line_column(source, offset);
+            return Err(SceneError::At {
+                file: file.into(),
+                line,
+                column,
+                message: format!(
+                    "{key} = {text}: expected a finite number an f32 holds (magnitude up to 3.4e38)"
+                ),
+            });
+        }
         let raw: RawScene = toml::from_str(source).map_err(|e| {
             let (line, column) = line_column(source, e.span().map(|s| s.start).unwrap_or(0));
             SceneError::At {
@@ -507,16 +543,29 @@ impl Scene {
     }
 
     /// Checks what the types cannot: lengths of vectors, ranges, names, bodies in the domain.
+    /// Each message points at the key it is about (`loc`), else at its table's header.
     fn check(&self, sim_at: usize) -> Result<(), SceneError> {
+        let loc = Locator::new(&self.source);
         let s = &self.simulation;
         let d = s.dimension as usize;
+        let sim = Table {
+            name: "simulation",
+            index: None,
+            start: sim_at,
+        };
+        let at = |t: Table, key: &str, message: String| self.at(loc.key(t, key), message);
         if d != 2 && d != 3 {
-            return Err(self.at(sim_at, format!("dimension = {d}: expected 2 or 3")));
+            return Err(at(
+                sim,
+                "dimension",
+                format!("dimension = {d}: expected 2 or 3"),
+            ));
         }
-        let vec_len = |what: &str, v: &[f32], at: usize| {
+        let vec_len = |t: Table, what: &str, v: &[f32]| {
             if v.len() != d || v.iter().any(|x| !x.is_finite()) {
-                Err(self.at(
-                    at,
+                Err(at(
+                    t,
+                    what,
                     format!("{what} = {v:?}: expected {d} finite numbers (dimension {d})"),
                 ))
             } else {
@@ -524,8 +573,9 @@ impl Scene {
             }
         };
         if s.resolution.len() != d || s.resolution.iter().any(|&r| !(8..=4096).contains(&r)) {
-            return Err(self.at(
-                sim_at,
+            return Err(at(
+                sim,
+                "resolution",
                 format!(
                     "resolution = {:?}: expected {d} cell counts from 8 to 4096",
                     s.resolution
@@ -533,46 +583,59 @@ impl Scene {
             ));
         }
         if let Some(g) = &s.gravity {
-            vec_len("gravity", g, sim_at)?;
+            vec_len(sim, "gravity", g)?;
         }
-        // The solver settings carry the remaining range checks; name the table on failure.
-        self.settings_for_check()
-            .map_err(|e| self.at(sim_at, format!("[simulation]: {e}")))?;
+        // The solver settings carry the remaining range checks; their messages name the key.
+        self.settings_for_check().map_err(|e| {
+            let message = format!("[simulation]: {e}");
+            self.at(loc.mentioned(sim, &message), message)
+        })?;
         if !(s.frame_time.is_finite() && s.frame_time > 0.0) {
-            return Err(self.at(
-                sim_at,
+            return Err(at(
+                sim,
+                "frame_time",
                 format!("frame_time = {}: expected seconds > 0", s.frame_time),
             ));
         }
         if let Some(dt) = s.dt {
             if s.cfl.is_some() || s.max_dt.is_some() {
-                return Err(self.at(
-                    sim_at,
+                return Err(at(
+                    sim,
+                    "dt",
                     format!("dt = {dt} fixes the time step; cfl and max_dt are for adaptive stepping only (leave dt out)"),
                 ));
             }
         }
+        let entry = |name: &'static str, index: usize, start: usize| Table {
+            name,
+            index: Some(index),
+            start,
+        };
         let mut names = Vec::new();
-        for m in &self.materials {
-            let at = m.span().start;
-            if names.contains(&m.get_ref().name) {
-                return Err(self.at(
-                    at,
-                    format!("material `{}` is defined twice", m.get_ref().name),
+        for (i, m) in self.materials.iter().enumerate() {
+            let t = entry("materials", i, m.span().start);
+            let spec = m.get_ref();
+            if names.contains(&spec.name) {
+                return Err(at(
+                    t,
+                    "name",
+                    format!("material `{}` is defined twice", spec.name),
                 ));
             }
-            names.push(m.get_ref().name.clone());
-            let material = m.get_ref().to_material().map_err(|e| self.at(at, e))?;
+            names.push(spec.name.clone());
+            let mentioned = |message: String| self.at(loc.mentioned(t, &message), message);
+            let material = spec.to_material().map_err(mentioned)?;
             material
                 .validate()
-                .map_err(|e| self.at(at, e.to_string()))?;
+                .map_err(|e| mentioned(format!("material `{}`: {e}", spec.name)))?;
         }
-        let known = |name: &str, at: usize| {
+        let known = |t: Table, name: &str| {
             if names.iter().any(|n| n == name) {
                 Ok(())
             } else {
-                Err(self.at(
-                    at,
+                Err(at(
+                    t,
+                    "material",
                     format!("unknown material `{name}`; the scene defines {names:?}"),
                 ))
             }
@@ -584,47 +647,54 @@ impl Scene {
             .iter()
             .map(|&r| (r as f32 - MARGIN) * dx)
             .collect();
-        let region_ok = |r: &RegionSpec, spacing: Option<f32>, v: &Option<Vec<f32>>, at: usize| {
-            let (min, max) = match r {
+        let region_ok = |t: Table, r: &RegionSpec, spacing: Option<f32>, v: &Option<Vec<f32>>| {
+            let (min, max, keys) = match r {
                 RegionSpec::Mesh { file, min, max } => {
                     if d != 3 {
-                        return Err(self.at(at, "mesh bodies need dimension = 3"));
+                        return Err(at(t, "shape", "mesh bodies need dimension = 3".into()));
                     }
-                    vec_len("min", min, at)?;
-                    vec_len("max", max, at)?;
+                    vec_len(t, "min", min)?;
+                    vec_len(t, "max", max)?;
                     if min.iter().zip(max).any(|(a, b)| a >= b) {
-                        return Err(
-                            self.at(at, format!("box min {min:?} must lie below max {max:?}"))
-                        );
+                        return Err(at(
+                            t,
+                            "max",
+                            format!("box min {min:?} must lie below max {max:?}"),
+                        ));
                     }
                     self.load_mesh(file, min, max)
-                        .map_err(|e| self.at(at, e.to_string()))?;
-                    (min.clone(), max.clone())
+                        .map_err(|e| at(t, "file", e.to_string()))?;
+                    (min.clone(), max.clone(), ["min", "max"])
                 }
                 RegionSpec::Box { min, max } => {
-                    vec_len("min", min, at)?;
-                    vec_len("max", max, at)?;
+                    vec_len(t, "min", min)?;
+                    vec_len(t, "max", max)?;
                     if min.iter().zip(max).any(|(a, b)| a >= b) {
-                        return Err(
-                            self.at(at, format!("box min {min:?} must lie below max {max:?}"))
-                        );
+                        return Err(at(
+                            t,
+                            "max",
+                            format!("box min {min:?} must lie below max {max:?}"),
+                        ));
                     }
-                    (min.clone(), max.clone())
+                    (min.clone(), max.clone(), ["min", "max"])
                 }
                 RegionSpec::Sphere { centre, radius } => {
-                    vec_len("centre", centre, at)?;
+                    vec_len(t, "centre", centre)?;
                     if !(radius.is_finite() && *radius > 0.0) {
-                        return Err(self.at(at, format!("radius = {radius}: expected > 0")));
+                        return Err(at(t, "radius", format!("radius = {radius}: expected > 0")));
                     }
                     (
                         centre.iter().map(|c| c - radius).collect(),
                         centre.iter().map(|c| c + radius).collect(),
+                        ["centre", "centre"],
                     )
                 }
             };
-            if min.iter().any(|&m| m < lo) || max.iter().zip(&hi).any(|(m, h)| m > h) {
-                return Err(self.at(
-                    at,
+            let below = min.iter().any(|&m| m < lo);
+            if below || max.iter().zip(&hi).any(|(m, h)| m > h) {
+                return Err(at(
+                    t,
+                    keys[!below as usize],
                     format!(
                         "the body spans {min:?}..{max:?}, outside the domain's interior {lo}..{hi:?} (two cells from each side)"
                     ),
@@ -632,36 +702,44 @@ impl Scene {
             }
             if let Some(sp) = spacing {
                 if !(sp.is_finite() && sp > 0.0) {
-                    return Err(self.at(at, format!("spacing = {sp}: expected metres > 0")));
+                    return Err(at(
+                        t,
+                        "spacing",
+                        format!("spacing = {sp}: expected metres > 0"),
+                    ));
                 }
             }
             if let Some(v) = v {
-                vec_len("velocity", v, at)?;
+                vec_len(t, "velocity", v)?;
             }
             Ok(())
         };
-        for b in &self.bodies {
-            let at = b.span().start;
+        for (i, b) in self.bodies.iter().enumerate() {
+            let t = entry("bodies", i, b.span().start);
             let body = b.get_ref();
-            known(&body.material, at)?;
-            let region = body.region().map_err(|e| self.at(at, e))?;
-            region_ok(&region, body.spacing, &body.velocity, at)?;
+            known(t, &body.material)?;
+            let region = body
+                .region()
+                .map_err(|e| self.at(loc.mentioned(t, &e), e))?;
+            region_ok(t, &region, body.spacing, &body.velocity)?;
         }
-        for e in &self.emitters {
-            let at = e.span().start;
+        for (i, e) in self.emitters.iter().enumerate() {
+            let t = entry("emitters", i, e.span().start);
             let em = e.get_ref();
-            known(&em.material, at)?;
-            let region = em.region().map_err(|e| self.at(at, e))?;
-            region_ok(&region, em.spacing, &em.velocity, at)?;
+            known(t, &em.material)?;
+            let region = em.region().map_err(|e| at(t, "shape", e))?;
+            region_ok(t, &region, em.spacing, &em.velocity)?;
             if !(em.interval.is_finite() && em.interval > 0.0) {
-                return Err(self.at(
-                    at,
+                return Err(at(
+                    t,
+                    "interval",
                     format!("interval = {}: expected seconds > 0", em.interval),
                 ));
             }
             if !(em.start >= 0.0 && em.stop > em.start) {
-                return Err(self.at(
-                    at,
+                return Err(at(
+                    t,
+                    if em.start < 0.0 { "start" } else { "stop" },
                     format!(
                         "start = {}, stop = {}: expected 0 <= start < stop",
                         em.start, em.stop
@@ -669,41 +747,76 @@ impl Scene {
                 ));
             }
         }
-        for c in &self.colliders {
-            let at = c.span().start;
+        for (i, c) in self.colliders.iter().enumerate() {
+            let t = entry("colliders", i, c.span().start);
             let spec = c.get_ref();
-            match &spec.geometry().map_err(|e| self.at(at, e))? {
+            let mentioned = |message: String| self.at(loc.mentioned(t, &message), message);
+            match &spec.geometry().map_err(mentioned)? {
                 ColliderShape::Plane { point, normal } => {
-                    vec_len("point", point, at)?;
-                    vec_len("normal", normal, at)?;
+                    vec_len(t, "point", point)?;
+                    vec_len(t, "normal", normal)?;
                 }
                 ColliderShape::Box { centre, half } => {
-                    vec_len("centre", centre, at)?;
-                    vec_len("half", half, at)?;
+                    vec_len(t, "centre", centre)?;
+                    vec_len(t, "half", half)?;
                 }
-                ColliderShape::Sphere { centre, .. } => vec_len("centre", centre, at)?,
+                ColliderShape::Sphere { centre, .. } => vec_len(t, "centre", centre)?,
             }
             if let Some(v) = &spec.velocity {
-                vec_len("velocity", v, at)?;
+                vec_len(t, "velocity", v)?;
             }
             spec.to_collider(d)
                 .validate()
-                .map_err(|e| self.at(at, e.to_string()))?;
+                .map_err(|e| mentioned(format!("collider {}: {e}", i + 1)))?;
         }
         if self.output.image_size < 16 || self.output.image_size > 8192 {
-            return Err(SceneError::File {
-                file: self.file.clone(),
-                message: format!(
+            let output = Table {
+                name: "output",
+                index: None,
+                start: 0,
+            };
+            return Err(at(
+                output,
+                "image_size",
+                format!(
                     "[output] image_size = {}: expected 16 to 8192 pixels",
                     self.output.image_size
                 ),
-            });
+            ));
         }
         Ok(())
     }
 
     pub fn dimension(&self) -> usize {
         self.simulation.dimension as usize
+    }
+
+    /// A solver error in this scene's words: a divergence names the material as the scene
+    /// does (`jelly`, neo-hookean) besides its model; [`Scene::build`] adds the materials in
+    /// file order, so a material's id is its position.
+    pub fn explain(&self, e: SolverError) -> SolverError {
+        match e {
+            SolverError::Diverged {
+                step,
+                particle,
+                material,
+                material_id,
+                reason,
+            } => {
+                let named = usize::try_from(material_id.0)
+                    .ok()
+                    .and_then(|i| self.materials.get(i))
+                    .map(|m| format!("material `{}`, {material}", m.get_ref().name));
+                SolverError::Diverged {
+                    step,
+                    particle,
+                    material: named.unwrap_or(material),
+                    material_id,
+                    reason,
+                }
+            }
+            other => other,
+        }
     }
 
     /// The cell size.

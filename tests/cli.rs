@@ -454,3 +454,29 @@ fn run_reports_measured_memory() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Frames of an earlier, longer run that this run will not overwrite are named in a warning.
+#[test]
+fn stale_frames_of_an_earlier_run_are_named() {
+    let dir = scratch("stale");
+    std::fs::write(dir.join("frame_00007.png"), b"old").expect("old frame");
+    let o = mpm(&[
+        "run",
+        &repo("scenes/mpm88.toml"),
+        "--backend",
+        "cpu",
+        "--frames",
+        "1",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains(
+            "1 frame file(s) of an earlier, longer run (frame_00007.png .. frame_00007.png)"
+        ),
+        "{t}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

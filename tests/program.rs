@@ -78,19 +78,17 @@ fn scene_errors_name_file_line_and_column() {
     let text = SMALL.replace("frame_time = 0.004", "frame_tme = 0.004");
     let e = error_of(&text);
     assert!(e.contains("test.toml:") && e.contains("frame_tme"), "{e}");
-    // A value out of range: the material's table is named by its line.
+    // A value out of range: the line of its key.
     let text = SMALL.replace("poisson = 0.3", "poisson = 0.5");
     let e = error_of(&text);
-    let line = text
+    let line = 1 + text
         .lines()
-        .position(|l| l.contains("name = \"jelly\""))
+        .position(|l| l.starts_with("poisson"))
         .unwrap_or(0);
     assert!(e.contains("poisson") && e.contains("0.5"), "{e}");
     assert!(
-        e.starts_with(&format!("test.toml:{}:", line))
-            || e.starts_with(&format!("test.toml:{}:", line + 1)),
-        "error should point at the jelly table near line {}: {e}",
-        line + 1
+        e.starts_with(&format!("test.toml:{line}:")),
+        "line {line}: {e}"
     );
     // A body outside the domain, an unknown material, a parameter the model lacks.
     let e = error_of(&SMALL.replace("max = [0.4, 0.5]", "max = [0.4, 1.5]"));
@@ -109,6 +107,85 @@ fn scene_errors_name_file_line_and_column() {
     assert!(e.contains("time step"), "{e}");
     let e = error_of(&SMALL.replace("radius = 0.1\n", "radius = 0.1\nmin = [0.1, 0.1]\n"));
     assert!(e.contains("a sphere takes"), "{e}");
+}
+
+/// The line of the first line of `text` that starts with `prefix`.
+fn line_starting(text: &str, prefix: &str) -> usize {
+    1 + text
+        .lines()
+        .position(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line `{prefix}` in:\n{text}"))
+}
+
+/// Range errors point at the key that holds the mistake, also inside an inline table and in
+/// `[output]`; a number beyond f32 is named as written, not as `inf`; no message shows a
+/// Rust debug dump.
+#[test]
+fn scene_errors_point_at_the_key() {
+    let cases = [
+        ("poisson = 0.3", "poisson = 0.5", "poisson = 0.5", "poisson"),
+        (
+            "max = [0.4, 0.5]",
+            "max = [0.4, 1.5]",
+            "max = [0.4, 1.5]",
+            "outside the domain",
+        ),
+        (
+            "youngs = 2e4",
+            "youngs = 1e300",
+            "youngs = 1e300",
+            "youngs = 1e300",
+        ),
+        (
+            "png = false",
+            "png = false\nimage_size = 3",
+            "image_size",
+            "image_size = 3",
+        ),
+        (
+            "frames = 6",
+            "frames = 6\ngrid = { layout = \"sparse\", block = 5 }",
+            "grid",
+            "block = 5",
+        ),
+        (
+            "interval = 0.008",
+            "interval = -1.0",
+            "interval",
+            "interval = -1",
+        ),
+        (
+            "radius = 0.08",
+            "radius = 0.08\nvelocity = [1.0, inf]",
+            "velocity = [1.0, inf]",
+            "velocity = inf",
+        ),
+        ("stop = 0.02", "stop = 0.0", "stop", "stop"),
+    ];
+    for (from, to, key_line, says) in cases {
+        assert!(SMALL.contains(from), "{from}");
+        let text = SMALL.replacen(from, to, 1);
+        let e = error_of(&text);
+        let line = line_starting(&text, key_line);
+        assert!(
+            e.starts_with(&format!("test.toml:{line}:")),
+            "`{to}`: expected line {line}: {e}"
+        );
+        assert!(e.contains(says), "`{to}`: {e}");
+        assert!(!e.contains("inf") || says.contains("inf"), "{e}");
+        assert!(!e.contains(" { "), "a debug dump: {e}");
+    }
+    // A zero collider normal: the shape in words.
+    let text = SMALL.replace(
+        "[[colliders]]\nshape = \"sphere\"\ncentre = [0.5, 0.2]\nradius = 0.08",
+        "[[colliders]]\nshape = \"plane\"\npoint = [0.5, 0.2]\nnormal = [0.0, 0.0]",
+    );
+    let e = error_of(&text);
+    assert!(
+        e.contains("normal is zero") && e.contains("plane through"),
+        "{e}"
+    );
+    assert!(!e.contains("Collider {") && !e.contains("Plane {"), "{e}");
 }
 
 #[test]
@@ -317,5 +394,36 @@ image_size = 96
     // The ball covers the middle of the picture, not the background colour of the corner.
     let (corner, middle) = (*png.get_pixel(0, 0), *png.get_pixel(48, 48));
     assert_ne!(corner, middle, "the ball should be drawn in the middle");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A run that diverges names the material as the scene does, not only its model.
+#[test]
+fn a_divergence_names_the_scene_material() {
+    let out = std::env::temp_dir().join(format!("mpm-diverge-{}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("dir");
+    // Stiff jelly at a time step far above its wave-speed limit.
+    let text = SMALL
+        .replace("youngs = 2e4", "youngs = 1e9")
+        .replace("dt = 4e-4", "dt = 1e-3")
+        .replace("frame_time = 0.004", "frame_time = 0.01");
+    let scene = out.join("stiff.toml");
+    std::fs::write(&scene, text).expect("scene");
+    let e = commands::run(&RunOptions {
+        scene: Some(scene),
+        backend: Some(mpm::backend::Choice::Cpu),
+        frames: Some(6),
+        out: Some(out.clone()),
+        resume: None,
+        threads: Some(1),
+        view: false,
+        energy: false,
+    })
+    .expect_err("the stiff jelly diverges")
+    .to_string();
+    assert!(
+        e.contains("diverged") && e.contains("material `jelly`, neo-hookean"),
+        "{e}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -91,6 +91,22 @@ pub enum Shape {
     },
 }
 
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shape::Plane { point, normal } => {
+                write!(f, "plane through {point:?} with normal {normal:?}")
+            }
+            Shape::Box { centre, half } => {
+                write!(f, "box at {centre:?} with half extents {half:?}")
+            }
+            Shape::Sphere { centre, radius } => {
+                write!(f, "sphere at {centre:?} of radius {radius}")
+            }
+        }
+    }
+}
+
 /// A rigid collider moving at a prescribed velocity.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Collider {
@@ -132,7 +148,8 @@ impl Collider {
         let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
         let bad = |what: &str| {
             Err(SolverError::InvalidParameter(format!(
-                "collider {what}: {self:?}"
+                "collider {what} ({}, velocity {:?})",
+                self.shape, self.velocity
             )))
         };
         if !finite(&self.velocity) {

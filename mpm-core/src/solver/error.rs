@@ -17,7 +17,9 @@ pub enum SolverError {
     Diverged {
         step: u64,
         particle: u32,
+        /// The material's model (a program may add the name its scene gave it).
         material: String,
+        material_id: crate::solver::MaterialId,
         reason: String,
     },
 }

@@ -186,6 +186,14 @@ impl<const D: usize> Settings<D> {
         if self.check_every == 0 {
             return bad("check_every must be at least 1".into());
         }
+        if let GridLayout::Sparse { block, .. } = self.grid {
+            if block == 0 || self.res.iter().any(|r| r % block != 0) {
+                return bad(format!(
+                    "block = {block}: sparse grid blocks must divide the resolution {:?}",
+                    self.res
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -214,11 +222,6 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                 bitmasked,
                 reserve,
             } => {
-                if block == 0 || res.iter().any(|r| r % block != 0) {
-                    return Err(SolverError::InvalidParameter(format!(
-                        "sparse grid blocks of {block} cells must divide the resolution {res:?}"
-                    )));
-                }
                 let top = Layout::root().pointer(res.map(|r| r / block));
                 let layout = if bitmasked {
                     top.bitmasked([block; D])
@@ -409,8 +412,9 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     pub fn add_emitter(&mut self, emitter: Emitter<D>) -> Result<()> {
         if self.materials.get(emitter.material).is_none() {
             return Err(SolverError::InvalidParameter(format!(
-                "emitter uses unknown material {:?}",
-                emitter.material
+                "emitter uses material id {}, which this solver does not have ({} materials)",
+                emitter.material.0,
+                self.materials.materials.len()
             )));
         }
         if !(emitter.interval.is_finite() && emitter.interval > 0.0) {
@@ -481,7 +485,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         if spacing.is_finite() && spacing > 0.0 {
             check_memory::<S::V, S::M>(
                 lattice_count(region, spacing),
-                &format!("filling {region:?} at spacing {spacing}"),
+                &format!("filling the {region} at spacing {spacing}"),
             )?;
         }
         let positions = seeding::fill(region, spacing, sampling, self.seed)?;
@@ -521,7 +525,9 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     ) -> Result<()> {
         let Some(m) = self.materials.get(material) else {
             return Err(SolverError::InvalidParameter(format!(
-                "unknown material {material:?}"
+                "material id {} is not one of this solver's {} materials",
+                material.0,
+                self.materials.materials.len()
             )));
         };
         if velocities.len() != positions.len() {
@@ -705,15 +711,18 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         let status = self.status.download()?;
         if status[0] > 0 {
             let particle = status[1].max(0) as u32;
-            let material = self
+            let material_id = self
                 .particles
                 .material
                 .download()?
                 .get(particle as usize)
-                .map(|&m| {
-                    let id = MaterialId(if m < 0 { -1 - m } else { m });
-                    self.materials.get(id).map(|m| m.name()).unwrap_or_default()
-                })
+                .map_or(MaterialId(-1), |&m| {
+                    MaterialId(if m < 0 { -1 - m } else { m })
+                });
+            let material = self
+                .materials
+                .get(material_id)
+                .map(|m| m.name())
                 .unwrap_or_default();
             let reason = if status[3] == kernels::NON_FINITE {
                 "reached a non-finite position, velocity or stress".to_string()
@@ -727,6 +736,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 step: status[2].max(0) as u64,
                 particle,
                 material,
+                material_id,
                 reason,
             });
         }

@@ -45,8 +45,19 @@ impl<const D: usize> Region<D> {
             Ok(())
         } else {
             Err(SolverError::InvalidParameter(format!(
-                "seeding region {self:?} is empty or not finite"
+                "seeding region ({self}) is empty or not finite"
             )))
+        }
+    }
+}
+
+impl<const D: usize> std::fmt::Display for Region<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Region::Box { min, max } => write!(f, "box {min:?}..{max:?}"),
+            Region::Sphere { centre, radius } => {
+                write!(f, "sphere at {centre:?} of radius {radius}")
+            }
         }
     }
 }
@@ -83,7 +94,7 @@ pub fn fill<const D: usize>(
     let total: u64 = cells.iter().product();
     if total > 1 << 32 {
         return Err(SolverError::InvalidParameter(format!(
-            "seeding {region:?} at spacing {spacing} needs {total} lattice cells (more than 2^32)"
+            "seeding the {region} at spacing {spacing} needs {total} lattice cells (more than 2^32)"
         )));
     }
     Ok(match sampling {
