@@ -12,8 +12,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use mpm_core::solver::{
-    Collider, Condition, Emitter, GridLayout, Material, MaterialId, ParamValue, Region, Sampling,
-    Settings, Shape, Solver, SolverError, Space, Spline, TimeStep, Walls, MARGIN,
+    BulkViscosity, Collider, Condition, Emitter, GridLayout, Material, MaterialId, ParamValue,
+    Region, Sampling, Settings, Shape, Solver, SolverError, Space, Spline, TimeStep, Walls, MARGIN,
 };
 use mpm_core::BackendRef;
 
@@ -93,6 +93,9 @@ pub struct Simulation {
     /// quasi-static scenes.
     #[serde(default)]
     pub damping: f32,
+    /// Artificial bulk viscosity for impacts: `{ linear = 0.06, quadratic = 1.5 }` (off when
+    /// absent; see `BulkViscosity`).
+    pub bulk_viscosity: Option<ViscositySpec>,
     /// A fixed time step in seconds; leave out for an adaptive one.
     pub dt: Option<f32>,
     /// Adaptive stepping: CFL number (default 0.5) and largest step (default 1e-3 s).
@@ -127,6 +130,24 @@ impl SplineName {
             SplineName::Cubic => "cubic",
         }
     }
+}
+
+/// `bulk_viscosity = { linear = 0.06, quadratic = 1.5 }`: the coefficients default to these.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViscositySpec {
+    #[serde(default = "default_linear_viscosity")]
+    pub linear: f32,
+    #[serde(default = "default_quadratic_viscosity")]
+    pub quadratic: f32,
+}
+
+fn default_linear_viscosity() -> f32 {
+    BulkViscosity::STANDARD.linear
+}
+
+fn default_quadratic_viscosity() -> f32 {
+    BulkViscosity::STANDARD.quadratic
 }
 
 /// `grid = { layout = "sparse", block = 4, reserve = 4096 }`.
@@ -849,6 +870,12 @@ impl Scene {
         };
         settings.flip = s.flip;
         settings.damping = s.damping;
+        if let Some(v) = s.bulk_viscosity {
+            settings.bulk_viscosity = BulkViscosity {
+                linear: v.linear,
+                quadratic: v.quadratic,
+            };
+        }
         settings.time_step = match s.dt {
             Some(dt) => TimeStep::Fixed(dt),
             None => TimeStep::Adaptive {

@@ -161,6 +161,12 @@ fn scene_errors_point_at_the_key() {
             "velocity = inf",
         ),
         ("stop = 0.02", "stop = 0.0", "stop", "stop"),
+        (
+            "frames = 6",
+            "frames = 6\nbulk_viscosity = { linear = -1.0 }",
+            "bulk_viscosity",
+            "linear = -1",
+        ),
     ];
     for (from, to, key_line, says) in cases {
         assert!(SMALL.contains(from), "{from}");
@@ -175,6 +181,15 @@ fn scene_errors_point_at_the_key() {
         assert!(!e.contains("inf") || says.contains("inf"), "{e}");
         assert!(!e.contains(" { "), "a debug dump: {e}");
     }
+    // Bulk viscosity: the standard coefficients unless given.
+    let text = SMALL.replacen(
+        "frames = 6",
+        "frames = 6\nbulk_viscosity = { quadratic = 2.0 }",
+        1,
+    );
+    let scene = Scene::parse("test.toml", &text).expect("scene");
+    let v = scene.settings::<2>().bulk_viscosity;
+    assert_eq!((v.linear, v.quadratic), (0.06, 2.0));
     // A zero collider normal: the shape in words.
     let text = SMALL.replace(
         "[[colliders]]\nshape = \"sphere\"\ncentre = [0.5, 0.2]\nradius = 0.08",

@@ -295,11 +295,11 @@ macro_rules! define_materials {
             }
 
             /// The material's kind and the rows the kernels read in `dimension`:
-            /// `(mu, lambda, density, 0)` and the model's own.
+            /// `(mu, lambda, density, wave speed)` and the model's own.
             #[allow(unused_variables)]
             fn rows(&self, dimension: usize) -> (i32, Vec4, Vec4) {
                 let (mu, lambda) = self.lame();
-                let elastic = Vec4::new(mu, lambda, self.density(), 0.0);
+                let elastic = Vec4::new(mu, lambda, self.density(), self.wave_speed());
                 let (kind, row): (i32, [f32; 4]) = match *self {
                     $(Material::$variant { $($param,)* } => {
                         let $dimension = dimension;

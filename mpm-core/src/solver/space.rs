@@ -72,6 +72,8 @@ macro_rules! substep_call {
             $s.dinv,
             $V::from_array($s.gravity),
             $s.damping,
+            $s.viscosity.0,
+            $s.viscosity.1,
             $s.flip,
             $s.n_colliders,
             $s.wall_thickness,

@@ -8,6 +8,7 @@ use glam::Vec4;
 use super::{
     materials, offset, row, stencil, to_vec, IVec, Mat, Vec, CUBIC_DEPTH, D, DIM, QUADRATIC_DEPTH,
 };
+use crate::materials::USER_KIND;
 use crate::solver::kernels::{
     non_finite, speed_bucket, COLLIDER_ROWS, NON_FINITE, PLANE, SLIP, SPHERE, STICKY, TOO_FAST,
 };
@@ -180,6 +181,8 @@ macro_rules! substep {
             dinv: f32,
             gravity: Vec,
             damping: f32,
+            visc_linear: f32,
+            visc_quadratic: f32,
             flip: f32,
             n_colliders: i32,
             wall_thickness: i32,
@@ -290,8 +293,9 @@ macro_rules! substep {
                     // strain increments below f32's resolution at 1 are kept.
                     let dt_c = dt * new_c;
                     let trial = grad_u[p] + dt_c + dt_c * grad_u[p];
-                    let (h_new, tau_new, jp_new) = materials::constitutive(
-                        kinds[id],
+                    let kind = kinds[id];
+                    let (h_new, mut tau_new, jp_new) = materials::constitutive(
+                        kind,
                         trial,
                         new_c,
                         tau[p],
@@ -299,6 +303,16 @@ macro_rules! substep {
                         elastic[id],
                         params[id],
                     );
+                    // Artificial bulk viscosity in compression (see `BulkViscosity`): Kirchhoff
+                    // `J (-q I)` with `J rho = rho0`, the row's density.
+                    let rate = trace(new_c);
+                    if rate < 0.0 && visc_linear + visc_quadratic > 0.0 && kind != USER_KIND {
+                        let e = elastic[id];
+                        let q = e.z
+                            * dx
+                            * (visc_quadratic * dx * rate * rate - visc_linear * e.w * rate);
+                        tau_new -= q * Mat::IDENTITY;
+                    }
                     let speed2 = dot(new_v, new_v);
                     let mut why = 0;
                     if non_finite(speed2)
