@@ -105,7 +105,11 @@ builtins! {
     Exp exp.exp <T: Float>(a: T) -> T { a.map(f32::exp) }
     /// Natural logarithm.
     Ln ln.ln <T: Float>(a: T) -> T { a.map(f32::ln) }
-    Pow pow.powf <T: Float>(a: T, b: T) -> T { a.zip(b, f32::powf) }
+    /// `powf`, with C99's `pow(x, 0) = pow(1, y) = 1` for every `x` and `y`, signaling NaNs
+    /// included (where C libraries differ).
+    Pow pow.powf <T: Float>(a: T, b: T) -> T {
+        a.zip(b, |x, y| if y == 0.0 || x == 1.0 { 1.0 } else { x.powf(y) })
+    }
     Sin sin.sin <T: Float>(a: T) -> T { a.map(f32::sin) }
     Cos cos.cos <T: Float>(a: T) -> T { a.map(f32::cos) }
     Tan tan.tan <T: Float>(a: T) -> T { a.map(f32::tan) }
@@ -214,6 +218,10 @@ mod tests {
             Mat2::from_cols(Vec2::ZERO, Vec2::X)
         );
         assert_eq!(methods::powf(4.0f32, 0.5), 2.0);
+        // A signaling NaN (glibc's powf gives NaN for it).
+        let snan = f32::from_bits(0x7fa0_0000);
+        assert_eq!(pow(snan, std::hint::black_box(-0.0f32)), 1.0);
+        assert_eq!(pow(1.0, snan), 1.0);
         assert_eq!(sum(glam::Vec3::new(1e8, -1e8, 1.0)), 1.0);
         assert_eq!(product(glam::Vec4::new(2.0, 3.0, 4.0, 0.5)), 12.0);
         assert_eq!(from_bits(to_bits(1.5)), 1.5);

@@ -196,6 +196,209 @@ enum Helper {
     Product,
 }
 
+/// A helper that is one scalar GLSL function plus its component-wise vector overloads.
+struct ScalarHelper {
+    /// The scalar function's source.
+    source: String,
+    name: &'static str,
+    arity: usize,
+    /// Vector kinds of the arguments and of the result ("vec", "ivec", "uvec").
+    arg: &'static str,
+    ret: &'static str,
+}
+
+impl Helper {
+    /// The helpers written once for a scalar (the others are emitted by hand).
+    fn scalar(self) -> Option<ScalarHelper> {
+        let (name, arity, arg, ret, source) = match self {
+            Helper::FloatToInt => (
+                "mpm_f2i",
+                1,
+                "vec",
+                "ivec",
+                "int mpm_f2i(float x) {\n    \
+                 return x >= 2147483648.0 ? 2147483647\n        \
+                 : x >= -2147483648.0 ? int(x) : x < 0.0 ? (-2147483647 - 1) : 0;\n}"
+                    .to_string(),
+            ),
+            Helper::FloatToUint => (
+                "mpm_f2u",
+                1,
+                "vec",
+                "uvec",
+                "uint mpm_f2u(float x) {\n    \
+                 return x >= 4294967296.0 ? 4294967295u : x >= 1.0 ? uint(x) : 0u;\n}"
+                    .to_string(),
+            ),
+            Helper::FMin => (
+                "mpm_fmin",
+                2,
+                "vec",
+                "vec",
+                "float mpm_fmin(float a, float b) {\n    return b < a ? b : a;\n}".to_string(),
+            ),
+            Helper::FMax => (
+                "mpm_fmax",
+                2,
+                "vec",
+                "vec",
+                "float mpm_fmax(float a, float b) {\n    return b > a ? b : a;\n}".to_string(),
+            ),
+            Helper::FSign => (
+                "mpm_fsign",
+                1,
+                "vec",
+                "vec",
+                "float mpm_fsign(float a) {\n    return a > 0.0 ? 1.0 : a < 0.0 ? -1.0 : 0.0;\n}"
+                    .to_string(),
+            ),
+            Helper::Sqrt => (
+                "mpm_sqrt",
+                1,
+                "vec",
+                "vec",
+                format!("float mpm_sqrt(float x) {{\n    return x >= 0.0 ? sqrt(x) : {NAN};\n}}"),
+            ),
+            Helper::Ln => (
+                "mpm_ln",
+                1,
+                "vec",
+                "vec",
+                format!(
+                    "float mpm_ln(float x) {{\n    \
+                     return isinf(x) && x > 0.0 ? x : x > 0.0 ? log(x) : x == 0.0 ? -{INF} : {NAN};\n}}"
+                ),
+            ),
+            // C99 Annex F's pow (Rust's powf): integer powers of negative bases, the signs of
+            // zero and infinite results, pow(x, 0) = pow(1, y) = 1.
+            Helper::Pow => (
+                "mpm_pow",
+                2,
+                "vec",
+                "vec",
+                format!(
+                    "float mpm_pow(float x, float y) {{\n    \
+                     if (y == 0.0 || x == 1.0) return 1.0;\n    \
+                     if (isnan(x) || isnan(y)) return x + y;\n    \
+                     float ax = abs(x);\n    \
+                     if (isinf(y)) return ax == 1.0 ? 1.0 : (ax > 1.0) == (y > 0.0) ? {INF} : 0.0;\n    \
+                     bool whole = trunc(y) == y;\n    \
+                     if (x < 0.0 && !whole && !isinf(x)) return {NAN};\n    \
+                     bool odd = whole && abs(y) < 16777216.0 && (int(abs(y)) & 1) == 1;\n    \
+                     float r = ax == 0.0 ? (y < 0.0 ? {INF} : 0.0)\n        \
+                     : isinf(ax) ? (y < 0.0 ? 0.0 : {INF}) : pow(ax, y);\n    \
+                     return odd && floatBitsToUint(x) >= 0x80000000u ? -r : r;\n}}"
+                ),
+            ),
+            // Clamped: implementations may form tanh from exp(2x), which overflows past 44
+            // (tanh is +-1 in f32 beyond |x| = 9).
+            Helper::Tanh => (
+                "mpm_tanh",
+                1,
+                "vec",
+                "vec",
+                "float mpm_tanh(float x) {\n    return isnan(x) ? x : tanh(clamp(x, -10.0, 10.0));\n}"
+                    .to_string(),
+            ),
+            // C99 Annex F's atan2 where GLSL's atan(y, x) is undefined or may differ: zeros
+            // (signed), infinities, x = 0.
+            Helper::Atan2 => {
+                let lit = |v: f32| float_lit(v.to_bits());
+                let (pi, half, quarter, three) = (
+                    lit(std::f32::consts::PI),
+                    lit(std::f32::consts::FRAC_PI_2),
+                    lit(std::f32::consts::FRAC_PI_4),
+                    lit(3.0 * std::f32::consts::FRAC_PI_4),
+                );
+                (
+                    "mpm_atan2",
+                    2,
+                    "vec",
+                    "vec",
+                    format!(
+                        "float mpm_atan2(float y, float x) {{\n    \
+                         if (isnan(x) || isnan(y)) return x + y;\n    \
+                         float s = uintBitsToFloat((floatBitsToUint(y) & 0x80000000u) | 0x3f800000u);\n    \
+                         bool left = floatBitsToUint(x) >= 0x80000000u;\n    \
+                         if (y == 0.0) return s * (left ? {pi} : 0.0);\n    \
+                         if (isinf(x) && isinf(y)) return s * (left ? {three} : {quarter});\n    \
+                         if (isinf(x)) return s * (left ? {pi} : 0.0);\n    \
+                         if (isinf(y) || x == 0.0) return s * {half};\n    \
+                         return atan(y, x);\n}}"
+                    ),
+                )
+            }
+            Helper::IDiv => (
+                "mpm_idiv",
+                2,
+                "ivec",
+                "ivec",
+                "int mpm_idiv(int a, int b) {\n    if (b == 0) return 0;\n    \
+                 uint ua = a < 0 ? 0u - uint(a) : uint(a);\n    uint ub = b < 0 ? 0u - uint(b) : uint(b);\n    \
+                 uint q = ua / ub;\n    return ((a < 0) != (b < 0)) ? -int(q) : int(q);\n}"
+                    .to_string(),
+            ),
+            Helper::IRem => (
+                "mpm_irem",
+                2,
+                "ivec",
+                "ivec",
+                "int mpm_irem(int a, int b) {\n    if (b == 0) return 0;\n    \
+                 uint ua = a < 0 ? 0u - uint(a) : uint(a);\n    uint ub = b < 0 ? 0u - uint(b) : uint(b);\n    \
+                 int r = int(ua % ub);\n    return a < 0 ? -r : r;\n}"
+                    .to_string(),
+            ),
+            Helper::UDiv => (
+                "mpm_udiv",
+                2,
+                "uvec",
+                "uvec",
+                "uint mpm_udiv(uint a, uint b) {\n    return b == 0u ? 0u : a / b;\n}".to_string(),
+            ),
+            Helper::URem => (
+                "mpm_urem",
+                2,
+                "uvec",
+                "uvec",
+                "uint mpm_urem(uint a, uint b) {\n    return b == 0u ? 0u : a % b;\n}".to_string(),
+            ),
+            Helper::FRem => (
+                "mpm_frem",
+                2,
+                "vec",
+                "vec",
+                format!(
+                    "float mpm_frem(float a, float b) {{\n    \
+                     // Rust's %: a - b trunc(a / b), exactly, with the sign of a.\n    \
+                     if (isnan(a) || isnan(b) || isinf(a) || b == 0.0) return {NAN};\n    \
+                     if (isinf(b)) return a;\n    \
+                     float x = abs(a), y = abs(b);\n    \
+                     // Long division, one exact step per binary digit of the quotient:\n    \
+                     // t = y 2^k with t <= x < 2t, so x - t is exact (Sterbenz). No shortcut\n    \
+                     // through a / b: GLSL may split fma(-b, trunc(a / b), a) into two roundings\n    \
+                     // (lavapipe does), which loses the remainder next to a multiple of b.\n    \
+                     while (x >= y) {{\n        \
+                     int ex, ey;\n        \
+                     frexp(x, ex);\n        \
+                     frexp(y, ey);\n        \
+                     float t = ldexp(y, ex - ey);\n        \
+                     x -= t > x ? 0.5 * t : t;\n    \
+                     }}\n    \
+                     return a < 0.0 ? -x : x;\n}}"
+                ),
+            ),
+            _ => return None,
+        };
+        Some(ScalarHelper {
+            source,
+            name,
+            arity,
+            arg,
+            ret,
+        })
+    }
+}
+
 /// Per-field helpers, emitted when used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum FieldOp {
@@ -1076,77 +1279,13 @@ impl<'k> Printer<'k> {
 
     fn generic_helpers(&self, out: &mut String) {
         for h in &self.helpers {
+            if let Some(scalar) = h.scalar() {
+                out.push_str(&scalar.source);
+                out.push('\n');
+                vec_overloads(out, scalar.name, scalar.arity, scalar.arg, scalar.ret);
+                continue;
+            }
             match h {
-                Helper::FloatToInt => {
-                    out.push_str(
-                        "int mpm_f2i(float x) {\n    \
-                         return x >= 2147483648.0 ? 2147483647\n        \
-                         : x >= -2147483648.0 ? int(x) : x < 0.0 ? (-2147483647 - 1) : 0;\n}\n",
-                    );
-                    vec_overloads(out, "mpm_f2i", 1, "vec", "ivec");
-                }
-                Helper::FloatToUint => {
-                    out.push_str(
-                        "uint mpm_f2u(float x) {\n    \
-                         return x >= 4294967296.0 ? 4294967295u : x >= 1.0 ? uint(x) : 0u;\n}\n",
-                    );
-                    vec_overloads(out, "mpm_f2u", 1, "vec", "uvec");
-                }
-                Helper::FMin => {
-                    out.push_str(
-                        "float mpm_fmin(float a, float b) {\n    return b < a ? b : a;\n}\n",
-                    );
-                    vec_overloads(out, "mpm_fmin", 2, "vec", "vec");
-                }
-                Helper::FMax => {
-                    out.push_str(
-                        "float mpm_fmax(float a, float b) {\n    return b > a ? b : a;\n}\n",
-                    );
-                    vec_overloads(out, "mpm_fmax", 2, "vec", "vec");
-                }
-                Helper::FSign => {
-                    out.push_str(
-                        "float mpm_fsign(float a) {\n    return a > 0.0 ? 1.0 : a < 0.0 ? -1.0 : 0.0;\n}\n",
-                    );
-                    vec_overloads(out, "mpm_fsign", 1, "vec", "vec");
-                }
-                Helper::Sqrt => {
-                    writeln!(
-                        out,
-                        "float mpm_sqrt(float x) {{\n    return x >= 0.0 ? sqrt(x) : {NAN};\n}}"
-                    )
-                    .unwrap();
-                    vec_overloads(out, "mpm_sqrt", 1, "vec", "vec");
-                }
-                Helper::Ln => {
-                    writeln!(
-                        out,
-                        "float mpm_ln(float x) {{\n    \
-                         return isinf(x) && x > 0.0 ? x : x > 0.0 ? log(x) : x == 0.0 ? -{INF} : {NAN};\n}}"
-                    )
-                    .unwrap();
-                    vec_overloads(out, "mpm_ln", 1, "vec", "vec");
-                }
-                Helper::Pow => {
-                    // C99 Annex F's pow (Rust's powf): integer powers of negative bases, the
-                    // signs of zero and infinite results, pow(x, 0) = pow(1, y) = 1.
-                    writeln!(
-                        out,
-                        "float mpm_pow(float x, float y) {{\n    \
-                         if (y == 0.0 || x == 1.0) return 1.0;\n    \
-                         if (isnan(x) || isnan(y)) return x + y;\n    \
-                         float ax = abs(x);\n    \
-                         if (isinf(y)) return ax == 1.0 ? 1.0 : (ax > 1.0) == (y > 0.0) ? {INF} : 0.0;\n    \
-                         bool whole = trunc(y) == y;\n    \
-                         if (x < 0.0 && !whole && !isinf(x)) return {NAN};\n    \
-                         bool odd = whole && abs(y) < 16777216.0 && (int(abs(y)) & 1) == 1;\n    \
-                         float r = ax == 0.0 ? (y < 0.0 ? {INF} : 0.0)\n        \
-                         : isinf(ax) ? (y < 0.0 ? 0.0 : {INF}) : pow(ax, y);\n    \
-                         return odd && floatBitsToUint(x) >= 0x80000000u ? -r : r;\n}}"
-                    )
-                    .unwrap();
-                    vec_overloads(out, "mpm_pow", 2, "vec", "vec");
-                }
                 Helper::Periodic => {
                     for f in ["sin", "cos", "tan"] {
                         writeln!(
@@ -1156,92 +1295,6 @@ impl<'k> Printer<'k> {
                         .unwrap();
                         vec_overloads(out, &format!("mpm_{f}"), 1, "vec", "vec");
                     }
-                }
-                Helper::Tanh => {
-                    // Clamped: implementations may form tanh from exp(2x), which overflows past
-                    // 44 (tanh is +-1 in f32 beyond |x| = 9).
-                    out.push_str(
-                        "float mpm_tanh(float x) {\n    return isnan(x) ? x : tanh(clamp(x, -10.0, 10.0));\n}\n",
-                    );
-                    vec_overloads(out, "mpm_tanh", 1, "vec", "vec");
-                }
-                Helper::Atan2 => {
-                    // C99 Annex F's atan2 where GLSL's atan(y, x) is undefined or may differ:
-                    // zeros (signed), infinities, x = 0.
-                    let pi = float_lit(std::f32::consts::PI.to_bits());
-                    let half = float_lit(std::f32::consts::FRAC_PI_2.to_bits());
-                    let quarter = float_lit(std::f32::consts::FRAC_PI_4.to_bits());
-                    let three = float_lit((3.0 * std::f32::consts::FRAC_PI_4).to_bits());
-                    writeln!(
-                        out,
-                        "float mpm_atan2(float y, float x) {{\n    \
-                         if (isnan(x) || isnan(y)) return x + y;\n    \
-                         float s = uintBitsToFloat((floatBitsToUint(y) & 0x80000000u) | 0x3f800000u);\n    \
-                         bool left = floatBitsToUint(x) >= 0x80000000u;\n    \
-                         if (y == 0.0) return s * (left ? {pi} : 0.0);\n    \
-                         if (isinf(x) && isinf(y)) return s * (left ? {three} : {quarter});\n    \
-                         if (isinf(x)) return s * (left ? {pi} : 0.0);\n    \
-                         if (isinf(y) || x == 0.0) return s * {half};\n    \
-                         return atan(y, x);\n}}"
-                    )
-                    .unwrap();
-                    vec_overloads(out, "mpm_atan2", 2, "vec", "vec");
-                }
-                Helper::IDiv => {
-                    out.push_str(
-                        "int mpm_idiv(int a, int b) {\n    if (b == 0) return 0;\n    \
-                         uint ua = a < 0 ? 0u - uint(a) : uint(a);\n    uint ub = b < 0 ? 0u - uint(b) : uint(b);\n    \
-                         uint q = ua / ub;\n    return ((a < 0) != (b < 0)) ? -int(q) : int(q);\n}\n",
-                    );
-                    vec_overloads(out, "mpm_idiv", 2, "ivec", "ivec");
-                }
-                Helper::IRem => {
-                    out.push_str(
-                        "int mpm_irem(int a, int b) {\n    if (b == 0) return 0;\n    \
-                         uint ua = a < 0 ? 0u - uint(a) : uint(a);\n    uint ub = b < 0 ? 0u - uint(b) : uint(b);\n    \
-                         int r = int(ua % ub);\n    return a < 0 ? -r : r;\n}\n",
-                    );
-                    vec_overloads(out, "mpm_irem", 2, "ivec", "ivec");
-                }
-                Helper::UDiv => {
-                    out.push_str(
-                        "uint mpm_udiv(uint a, uint b) {\n    return b == 0u ? 0u : a / b;\n}\n",
-                    );
-                    vec_overloads(out, "mpm_udiv", 2, "uvec", "uvec");
-                }
-                Helper::URem => {
-                    out.push_str(
-                        "uint mpm_urem(uint a, uint b) {\n    return b == 0u ? 0u : a % b;\n}\n",
-                    );
-                    vec_overloads(out, "mpm_urem", 2, "uvec", "uvec");
-                }
-                Helper::FRem => {
-                    writeln!(
-                        out,
-                        "float mpm_frem(float a, float b) {{\n    \
-                         // Rust's %: a - b trunc(a / b), exactly, with the sign of a.\n    \
-                         if (isnan(a) || isnan(b) || isinf(a) || b == 0.0) return {NAN};\n    \
-                         if (isinf(b)) return a;\n    \
-                         float x = abs(a), y = abs(b);\n    \
-                         if (x / y < 4194304.0) {{\n        \
-                         // a / b can round to the next integer: move r back by one |b| if so.\n        \
-                         float r = fma(-b, trunc(a / b), a);\n        \
-                         float s = sign(a) * y;\n        \
-                         return r + s * (1.0 - step(0.0, r * sign(a))) - s * step(y, abs(r));\n    \
-                         }}\n    \
-                         // Long division, one exact step per binary digit of the quotient:\n    \
-                         // t = y 2^k with t <= x < 2t, so x - t is exact (Sterbenz).\n    \
-                         while (x >= y) {{\n        \
-                         int ex, ey;\n        \
-                         frexp(x, ex);\n        \
-                         frexp(y, ey);\n        \
-                         float t = ldexp(y, ex - ey);\n        \
-                         x -= t > x ? 0.5 * t : t;\n    \
-                         }}\n    \
-                         return a < 0.0 ? -x : x;\n}}"
-                    )
-                    .unwrap();
-                    vec_overloads(out, "mpm_frem", 2, "vec", "vec");
                 }
                 Helper::Round => {
                     for t in ["float", "vec2", "vec3", "vec4"] {
@@ -1271,6 +1324,8 @@ impl<'k> Printer<'k> {
                         writeln!(out, "float {name}(vec{n} v) {{\n    return {body};\n}}").unwrap();
                     }
                 }
+                // The scalar helpers, written above.
+                _ => {}
             }
         }
     }

@@ -723,23 +723,28 @@ fn compile_error_quotes_the_line() {
     }
 }
 
+/// Options for dense fields of `shapes`, 64 invocations per workgroup, no subgroups.
+fn dense_options(
+    shapes: &[Vec<u32>],
+    float_atomics: bool,
+    inf_nan_preserve: bool,
+) -> GlslOptions<'_> {
+    GlslOptions {
+        shapes,
+        float_atomics,
+        local_size: 64,
+        field_trees: &[],
+        trees: &[],
+        subgroups: false,
+        inf_nan_preserve,
+    }
+}
+
 #[test]
 fn generated_glsl_contains_expected_pieces() {
     let k = trace_scale().unwrap();
     let shapes = [vec![8], vec![8]];
-    let src = generate(
-        &k,
-        &GlslOptions {
-            shapes: &shapes,
-            float_atomics: true,
-            local_size: 64,
-            field_trees: &[],
-            trees: &[],
-            subgroups: false,
-            inf_nan_preserve: false,
-        },
-    )
-    .unwrap();
+    let src = generate(&k, &dense_options(&shapes, true, false)).unwrap();
     assert_eq!(src.len(), 1);
     let s = &src[0];
     for piece in [
@@ -756,19 +761,7 @@ fn generated_glsl_contains_expected_pieces() {
     }
     assert!(!s.contains("#extension"), "{s}");
     assert!(!s.contains("f0_load"), "unused helper emitted:\n{s}");
-    let preserving = generate(
-        &k,
-        &GlslOptions {
-            shapes: &shapes,
-            float_atomics: true,
-            local_size: 64,
-            field_trees: &[],
-            trees: &[],
-            subgroups: false,
-            inf_nan_preserve: true,
-        },
-    )
-    .unwrap();
+    let preserving = generate(&k, &dense_options(&shapes, true, true)).unwrap();
     assert!(
         preserving[0].contains("capabilities = [4466], 4461, 32);"),
         "no SignedZeroInfNanPreserve mode:\n{}",
@@ -777,33 +770,9 @@ fn generated_glsl_contains_expected_pieces() {
 
     let k = trace_atomics().unwrap();
     let shapes = [vec![], vec![], vec![]];
-    let with = generate(
-        &k,
-        &GlslOptions {
-            shapes: &shapes,
-            float_atomics: true,
-            local_size: 64,
-            field_trees: &[],
-            trees: &[],
-            subgroups: false,
-            inf_nan_preserve: false,
-        },
-    )
-    .unwrap();
+    let with = generate(&k, &dense_options(&shapes, true, false)).unwrap();
     assert!(with[0].contains("#extension GL_EXT_shader_atomic_float : require"));
-    let without = generate(
-        &k,
-        &GlslOptions {
-            shapes: &shapes,
-            float_atomics: false,
-            local_size: 64,
-            field_trees: &[],
-            trees: &[],
-            subgroups: false,
-            inf_nan_preserve: false,
-        },
-    )
-    .unwrap();
+    let without = generate(&k, &dense_options(&shapes, false, false)).unwrap();
     assert!(without[0].contains("void f0_cas_add(uint j, float x)"));
     assert!(without[0].contains("atomicAdd(f2.d[b + 0u], uint(v));"));
 }
