@@ -76,7 +76,7 @@ fn backend_for(flag: Option<Choice>, threads: Option<usize>) -> Result<BackendRe
             Some(n) => mpm_cpu::CpuBackend::with_threads(thread_count(n)?)?,
             None => mpm_cpu::CpuBackend::new(),
         };
-        Ok(Arc::new(cpu.reproducible()))
+        Ok(Arc::new(cpu))
     };
     match (choice, threads) {
         (Choice::Cpu, n) => cpu(n),

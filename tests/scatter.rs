@@ -1,5 +1,5 @@
 //! Reproducible CPU scatter: a loop that only adds into a dense field gives the same bits on
-//! every run of a reproducible CPU backend, and the same sums (to rounding) as shared atomics.
+//! every run of the CPU backend, and the same sums (to rounding) as shared atomics.
 
 use std::sync::Arc;
 
@@ -42,8 +42,7 @@ fn run(b: &BackendRef) -> (Vec<u32>, Vec<i32>) {
 
 #[test]
 fn reproducible_backends_give_the_same_bits() {
-    let reproducible: BackendRef =
-        Arc::new(CpuBackend::with_threads(2).expect("pool").reproducible());
+    let reproducible: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
     let first = run(&reproducible);
     for _ in 0..5 {
         assert_eq!(
@@ -57,7 +56,11 @@ fn reproducible_backends_give_the_same_bits() {
         .iter()
         .all(|&h| h == 200_000 / 7 || h == 200_000 / 7 + 1));
     // Shared atomics add the same numbers in another order: equal to rounding.
-    let shared: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
+    let shared: BackendRef = Arc::new(
+        CpuBackend::with_threads(2)
+            .expect("pool")
+            .with_shared_atomics(),
+    );
     let (bits, hits) = run(&shared);
     assert_eq!(hits, first.1);
     for (a, b) in bits.iter().zip(&first.0) {
@@ -75,12 +78,16 @@ fn reproducible_backends_give_the_same_bits() {
 /// (sparse ones keep shared atomics); one thread is reproducible throughout.
 #[test]
 fn the_label_claims_only_what_holds() {
-    let two = CpuBackend::with_threads(2).expect("pool").reproducible();
+    let two = CpuBackend::with_threads(2).expect("pool");
     assert!(
         two.describe().ends_with("reproducible on dense grids)"),
         "{}",
         two.describe()
     );
+    let shared = CpuBackend::with_threads(2)
+        .expect("pool")
+        .with_shared_atomics();
+    assert_eq!(shared.describe(), "cpu (2 threads)");
     let one = CpuBackend::with_threads(1).expect("pool");
     assert!(
         one.describe().ends_with(", reproducible)"),

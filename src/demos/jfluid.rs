@@ -31,11 +31,11 @@ macro_rules! fluid_substep {
             e: f32,
             gravity: f32,
         ) {
-            for cell in grid_m.active() {
+            'clear: for cell in grid_m.active() {
                 grid_v[cell] = Vec::ZERO;
                 grid_m[cell] = 0.0;
             }
-            for p in x.indices() {
+            'p2g: for p in x.indices() {
                 let (base, fx, w) = stencil(x[p] / dx, 3);
                 let wx = w[0];
                 let wy = w[1];
@@ -55,7 +55,7 @@ macro_rules! fluid_substep {
                     }
                 }
             }
-            for cell in grid_m.active() {
+            'grid_update: for cell in grid_m.active() {
                 let m = grid_m[cell];
                 if m > 0.0 {
                     let mut gv = grid_v[cell] / m;
@@ -63,7 +63,7 @@ macro_rules! fluid_substep {
                     grid_v[cell] = walls(cell, gv, n_grid);
                 }
             }
-            for p in x.indices() {
+            'g2p: for p in x.indices() {
                 let (base, fx, w) = stencil(x[p] / dx, 3);
                 let wx = w[0];
                 let wy = w[1];

@@ -74,11 +74,11 @@ pub fn substep(
     gravity: f32,
 ) {
     // On a sparse grid only active cells are cleared (the step starts by deactivating all).
-    for cell in grid_m.active() {
+    'clear: for cell in grid_m.active() {
         grid_v[cell] = Vec2::ZERO;
         grid_m[cell] = 0.0;
     }
-    for p in x.indices() {
+    'p2g: for p in x.indices() {
         // The solver's quadratic stencil: weights per axis in `wx`, `wy`.
         let (base, fx, w) = stencil(x[p] * inv_dx, 3);
         let wx = w[0];
@@ -128,7 +128,7 @@ pub fn substep(
             }
         }
     }
-    for cell in grid_m.active() {
+    'grid_update: for cell in grid_m.active() {
         let m = grid_m[cell];
         if m > 0.0 {
             let mut gv = grid_v[cell] / m;
@@ -148,7 +148,7 @@ pub fn substep(
             grid_v[cell] = gv;
         }
     }
-    for p in x.indices() {
+    'g2p: for p in x.indices() {
         let (base, fx, w) = stencil(x[p] * inv_dx, 3);
         let wx = w[0];
         let wy = w[1];
