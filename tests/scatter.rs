@@ -74,6 +74,43 @@ fn reproducible_backends_give_the_same_bits() {
     assert_eq!(grid.download().expect("grid"), vec![100.0; 7]);
 }
 
+/// A sparse field adds into copies of its tree's block pool the same way: the same bits on
+/// every run, blocks activated where the adds land, as with shared atomics.
+#[test]
+fn sparse_fields_scatter_reproducibly() {
+    use mpm::{Layout, Tree};
+    let run = |b: &BackendRef| -> Vec<u32> {
+        let tree = Tree::new(b, Layout::<1>::root().pointer([16]).dense([8])).expect("tree");
+        let mut grid = Field::<f32>::place(&tree).expect("grid");
+        let mut hits = Field::<i32>::place(&tree).expect("hits");
+        splat(&mut grid, &mut hits, 200_000, 7, 3).expect("splat");
+        assert_eq!(
+            &hits.download().expect("hits")[..7],
+            &[28572, 28572, 28572, 28571, 28571, 28571, 28571]
+        );
+        assert!(tree.memory().expect("memory").in_use < tree.memory().expect("memory").reserved);
+        grid.download()
+            .expect("grid")
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    let two: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
+    let first = run(&two);
+    for _ in 0..5 {
+        assert_eq!(run(&two), first, "a sparse run changed its sums");
+    }
+    let shared: BackendRef = Arc::new(
+        CpuBackend::with_threads(2)
+            .expect("pool")
+            .with_shared_atomics(),
+    );
+    for (a, b) in run(&shared).iter().zip(&first) {
+        let (a, b) = (f32::from_bits(*a), f32::from_bits(*b));
+        assert!((a - b).abs() <= 1e-4 * a.abs(), "{a} vs {b}");
+    }
+}
+
 /// The label says what holds: several threads add reproducibly into dense fields only
 /// (sparse ones keep shared atomics); one thread is reproducible throughout.
 #[test]

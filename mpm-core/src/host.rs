@@ -253,15 +253,9 @@ impl<'a, T: Elem, const D: usize> View<'a, T, D> {
         &self.words[base..base + T::WORDS]
     }
 
-    /// The words of a dense field (`None` for a sparse one).
-    pub(crate) fn dense_words(&self) -> Option<&[AtomicU32]> {
-        self.tree.is_none().then_some(self.words)
-    }
-
-    /// The first word of a dense field's element, raising the out-of-bounds flag outside it.
-    #[inline]
-    pub(crate) fn dense_base(&self, index: impl FieldIndex<D>) -> Option<usize> {
-        Some(self.dense_element(self.coords(index)?) * T::WORDS)
+    /// The field's storage: its elements (dense), or its tree's pool of leaf blocks (sparse).
+    pub(crate) fn storage(&self) -> &[AtomicU32] {
+        self.words
     }
 
     pub fn shape(&self) -> [u32; D] {
@@ -405,6 +399,13 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
     /// The view this invocation's accesses go to.
     pub(crate) fn view(&self) -> &View<'a, T, D> {
         &self.view
+    }
+
+    /// The first storage word of the element at `index`, its cell activated on a sparse
+    /// field; `None` (and the out-of-bounds flag raised) outside the shape.
+    #[inline]
+    pub(crate) fn base_for_add(&self, index: impl FieldIndex<D>) -> Option<usize> {
+        self.view.locate(index, true, self.cache)
     }
 }
 

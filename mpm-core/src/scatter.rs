@@ -5,9 +5,11 @@
 //! into a private copy of the field; the copies are then added into the field in chunk
 //! order: the same result on every run with the same thread count. It is also the faster way:
 //! plain loads and stores instead of a compare-and-swap per float word (mpm3d 64^3's P2G on 2
-//! cores: 14 ms against 33). Sparse fields, and fields whose copies would take too much
-//! memory, keep the shared atomics. Copies are zeroed after the reduction and kept for the
-//! next launch (fresh zeroed pages cost a page fault each).
+//! cores: 14 ms against 33). A sparse field's copy is one of its tree's block pool, which
+//! does not grow during a launch: a block keeps its place in the pool and in every copy.
+//! Fields whose copies would take too much memory keep the shared atomics. Copies are
+//! zeroed after the reduction and kept for the next launch (fresh zeroed pages cost a page
+//! fault each).
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
@@ -59,15 +61,15 @@ pub trait ScatterField: Sync {
 }
 
 impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
+    /// The whole storage, dense or a sparse pool: a pool does not grow during a launch, so a
+    /// block keeps its place in it and in the copies.
     fn private_words(&self, chunks: usize) -> Option<usize> {
-        let words = self.dense_words()?;
-        (words.len() * chunks <= BUDGET_WORDS).then_some(words.len())
+        let words = self.storage().len();
+        (words * chunks <= BUDGET_WORDS).then_some(words)
     }
 
     fn reduce(&self, copies: &[Vec<u32>]) {
-        let Some(words) = self.dense_words() else {
-            return;
-        };
+        let words = self.storage();
         let float = T::SCALAR == Scalar::F32;
         words
             .par_iter()
@@ -124,7 +126,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
                 true => self.local.atomic_sub(index, value),
             };
         }
-        let Some(base) = self.local.view().dense_base(index) else {
+        let Some(base) = self.local.base_for_add(index) else {
             return;
         };
         let mut w = [0u32; 16];

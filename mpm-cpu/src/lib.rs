@@ -215,8 +215,10 @@ impl Backend for CpuBackend {
     }
 
     fn describe(&self) -> String {
-        // With several threads only dense fields add in a fixed order (sparse ones keep
-        // shared atomics); one thread is reproducible throughout.
+        // With several threads, scatter loops add in a fixed order into fields whose copies
+        // fit the budget (dense and, since their pools are copied too, sparse ones); the
+        // label keeps the narrower claim it has always made. One thread is reproducible
+        // throughout.
         let mode = match (self.shared_atomics, self.threads()) {
             (_, 1) => ", reproducible",
             (false, _) => ", reproducible on dense grids",
