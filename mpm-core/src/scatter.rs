@@ -23,31 +23,30 @@ use crate::types::{Elem, Scalar};
 /// At most this many words of private copies per field (256 MiB).
 const BUDGET_WORDS: usize = 1 << 26;
 
-/// Zeroed copies kept between launches, at most [`BUDGET_WORDS`] words in all.
+/// Zeroed copies kept between launches, oldest first, at most [`BUDGET_WORDS`] words in all.
 static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
 
 /// A zeroed buffer of `words` words: a spare one of that size, else a new one.
 fn zeroed(words: usize) -> Vec<u32> {
     let spare = SPARE.lock().ok().and_then(|mut spare| {
         let i = spare.iter().position(|v| v.len() == words)?;
-        Some(spare.swap_remove(i))
+        Some(spare.remove(i))
     });
     spare.unwrap_or_else(|| vec![0u32; words])
 }
 
-/// Zeroes `copies` and keeps them for later launches while the spares stay in budget.
+/// Zeroes `copies` and keeps them for later launches; past the budget the oldest spares go
+/// (those of a sparse pool's earlier size, say).
 fn keep(copies: Vec<Vec<u32>>) {
     let mut copies = copies;
     copies
         .par_iter_mut()
         .for_each(|c| c.par_chunks_mut(1 << 14).for_each(|c| c.fill(0)));
     if let Ok(mut spare) = SPARE.lock() {
+        spare.extend(copies);
         let mut held: usize = spare.iter().map(Vec::len).sum();
-        for c in copies {
-            if held + c.len() <= BUDGET_WORDS {
-                held += c.len();
-                spare.push(c);
-            }
+        while held > BUDGET_WORDS && !spare.is_empty() {
+            held -= spare.remove(0).len();
         }
     }
 }
