@@ -518,7 +518,8 @@ impl Scene {
     /// Parses and checks scene text; `file` names it in messages.
     pub fn parse(file: &str, source: &str) -> Result<Scene, SceneError> {
         // Before serde, which would read 1e300 into an f32 as an infinity.
-        if let Some((offset, key, text)) = Locator::new(source).first_non_f32() {
+        let loc = Locator::new(source);
+        if let Some((offset, key, text)) = loc.first_non_f32() {
             let (line, column) = line_column(source, offset);
             return Err(SceneError::At {
                 file: file.into(),
@@ -548,7 +549,7 @@ impl Scene {
             emitters: raw.emitters,
             output: raw.output,
         };
-        scene.check(raw.simulation.span().start)?;
+        scene.check(&loc, raw.simulation.span().start)?;
         Ok(scene)
     }
 
@@ -565,8 +566,7 @@ impl Scene {
 
     /// Checks what the types cannot: lengths of vectors, ranges, names, bodies in the domain.
     /// Each message points at the key it is about (`loc`), else at its table's header.
-    fn check(&self, sim_at: usize) -> Result<(), SceneError> {
-        let loc = Locator::new(&self.source);
+    fn check(&self, loc: &Locator<'_>, sim_at: usize) -> Result<(), SceneError> {
         let s = &self.simulation;
         let d = s.dimension as usize;
         let sim = Table {
@@ -575,6 +575,8 @@ impl Scene {
             start: sim_at,
         };
         let at = |t: Table, key: &str, message: String| self.at(loc.key(t, key), message);
+        // For a message from elsewhere (the solver's checks) that names its key.
+        let at_mentioned = |t: Table, message: String| self.at(loc.mentioned(t, &message), message);
         if d != 2 && d != 3 {
             return Err(at(
                 sim,
@@ -607,10 +609,8 @@ impl Scene {
             vec_len(sim, "gravity", g)?;
         }
         // The solver settings carry the remaining range checks; their messages name the key.
-        self.settings_for_check().map_err(|e| {
-            let message = format!("[simulation]: {e}");
-            self.at(loc.mentioned(sim, &message), message)
-        })?;
+        self.settings_for_check()
+            .map_err(|e| at_mentioned(sim, format!("[simulation]: {e}")))?;
         if !(s.frame_time.is_finite() && s.frame_time > 0.0) {
             return Err(at(
                 sim,
@@ -644,11 +644,10 @@ impl Scene {
                 ));
             }
             names.push(spec.name.clone());
-            let mentioned = |message: String| self.at(loc.mentioned(t, &message), message);
-            let material = spec.to_material().map_err(mentioned)?;
+            let material = spec.to_material().map_err(|e| at_mentioned(t, e))?;
             material
                 .validate()
-                .map_err(|e| mentioned(format!("material `{}`: {e}", spec.name)))?;
+                .map_err(|e| at_mentioned(t, format!("material `{}`: {e}", spec.name)))?;
         }
         let known = |t: Table, name: &str| {
             if names.iter().any(|n| n == name) {
@@ -739,9 +738,7 @@ impl Scene {
             let t = entry("bodies", i, b.span().start);
             let body = b.get_ref();
             known(t, &body.material)?;
-            let region = body
-                .region()
-                .map_err(|e| self.at(loc.mentioned(t, &e), e))?;
+            let region = body.region().map_err(|e| at_mentioned(t, e))?;
             region_ok(t, &region, body.spacing, &body.velocity)?;
         }
         for (i, e) in self.emitters.iter().enumerate() {
@@ -771,8 +768,7 @@ impl Scene {
         for (i, c) in self.colliders.iter().enumerate() {
             let t = entry("colliders", i, c.span().start);
             let spec = c.get_ref();
-            let mentioned = |message: String| self.at(loc.mentioned(t, &message), message);
-            match &spec.geometry().map_err(mentioned)? {
+            match &spec.geometry().map_err(|e| at_mentioned(t, e))? {
                 ColliderShape::Plane { point, normal } => {
                     vec_len(t, "point", point)?;
                     vec_len(t, "normal", normal)?;
@@ -788,7 +784,7 @@ impl Scene {
             }
             spec.to_collider(d)
                 .validate()
-                .map_err(|e| mentioned(format!("collider {}: {e}", i + 1)))?;
+                .map_err(|e| at_mentioned(t, format!("collider {}: {e}", i + 1)))?;
         }
         if self.output.image_size < 16 || self.output.image_size > 8192 {
             let output = Table {
