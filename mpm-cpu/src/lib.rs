@@ -32,8 +32,9 @@ impl Buffer for HostBuffer {
 /// Runs kernels on all cores with rayon, or on a pool of its own.
 #[derive(Default)]
 pub struct CpuBackend {
-    /// Per kernel and loop index.
-    profile: Mutex<HashMap<(String, usize), LoopTiming>>,
+    /// Per kernel (module, name) and loop index: static keys, so a launch allocates nothing
+    /// to record its times.
+    profile: Mutex<HashMap<(&'static str, &'static str, usize), LoopTiming>>,
     /// A pool of a chosen size; `None` runs on rayon's global pool.
     pool: Option<rayon::ThreadPool>,
     /// Scatter loops add into the fields with shared atomics, instead of into per-thread
@@ -83,7 +84,8 @@ impl CpuBackend {
         self.run(|| (kernel.cpu)(&host));
         if let (Ok(mut p), Ok(laps)) = (self.profile.lock(), host.laps.lock()) {
             for (k, &took) in laps.times.iter().enumerate() {
-                let t = p.entry((name.clone(), k)).or_insert_with(|| LoopTiming {
+                let key = (kernel.module, kernel.name, k);
+                let t = p.entry(key).or_insert_with(|| LoopTiming {
                     kernel: name.clone(),
                     loop_index: k,
                     name: kernel.loop_name(k),
