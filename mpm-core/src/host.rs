@@ -491,6 +491,23 @@ pub fn par_for<T: LoopInt, S>(
         });
 }
 
+/// A top-level `for b in blocks(start..end)` without scattered fields: one task per block
+/// (a block is a whole particle bin or tile, so they are not batched as `par_for` batches).
+pub fn par_blocks<T: LoopInt, S>(
+    start: T,
+    end: T,
+    inclusive: bool,
+    init: impl Fn() -> S + Sync + Send,
+    body: impl Fn(&S, T) + Sync + Send,
+) {
+    let range = loop_range(start, end, inclusive);
+    (0..range.count as usize)
+        .into_par_iter()
+        .for_each_init(init, |state, k| {
+            body(state, T::from_i64(range.start + k as i64))
+        });
+}
+
 /// Index types a top-level `for i in field.indices()` loop yields.
 pub trait IndexSpace<const D: usize>: Copy + Send + Sync {
     fn from_linear(lin: u64, shape: &[u32; D]) -> Self;

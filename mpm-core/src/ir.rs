@@ -79,6 +79,12 @@ pub enum ExprKind {
         field: u32,
         axis: u32,
     },
+    /// Element `index` (i32 or u32, clamped into range) of the shared array `var` of a
+    /// block loop.
+    SharedLoad {
+        var: VarId,
+        index: ExprId,
+    },
     /// Vector component or matrix column `k`, or tuple member `k`.
     Member(ExprId, u32),
     /// Dynamic index into a local array, vector (component) or matrix (column).
@@ -162,6 +168,28 @@ pub enum Stmt {
         cond: ExprId,
         body: Block,
     },
+    /// Declares the shared array `var` (an array type in [`Kernel::vars`]) of the current
+    /// block, every element set to `fill`; the block's lanes see it filled afterwards.
+    Shared {
+        var: VarId,
+        fill: ExprId,
+    },
+    /// `var[index] = value`, or with `add` an atomic `var[index] += value`, on a shared array
+    /// (the index clamped into range).
+    SharedStore {
+        var: VarId,
+        index: ExprId,
+        value: ExprId,
+        add: bool,
+    },
+    /// `for var in lanes(start..end)`: the iterations spread over the block's lanes, then a
+    /// barrier (every lane waits, and sees the block's shared and field writes).
+    Lanes {
+        var: VarId,
+        start: ExprId,
+        end: ExprId,
+        body: Block,
+    },
     Break,
     Continue,
     /// Return from a func (with a value), or end this invocation of a parallel loop (`None`).
@@ -197,6 +225,9 @@ pub enum LoopDomain {
     /// `for i in field.active()`: the active cells of field parameter `n` (every index of a
     /// dense field).
     Active(u32),
+    /// `for b in blocks(a..b)`: like a range, but each `b` is a block, run by a group of lanes
+    /// (one workgroup on a GPU, one worker on the CPU) that share its `shared` arrays.
+    Blocks,
 }
 
 /// One top-level `for` of a kernel: one parallel launch, with a barrier after it.

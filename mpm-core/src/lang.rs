@@ -470,6 +470,11 @@ impl Indexable for Mat3 {
 pub fn index<T: Indexable>(a: T, i: impl LocalIndex) -> T::Item {
     a.at(i.clamped(T::len_()))
 }
+/// `a[i]` read in place (a block's shared array, which may be too large to copy per read).
+#[inline(always)]
+pub fn index_ref<T: Indexable>(a: &T, i: impl LocalIndex) -> T::Item {
+    a.at(i.clamped(T::len_()))
+}
 /// The place `a[i]`.
 #[inline(always)]
 pub fn index_mut<T: Indexable>(a: &mut T, i: impl LocalIndex) -> &mut T::Item {

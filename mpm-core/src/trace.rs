@@ -309,6 +309,99 @@ pub fn par_bins<G, const D: usize>(
     });
 }
 
+/// A top-level `for b in blocks(start..end)`: one block of lanes per `b` (see
+/// [`ir::LoopDomain::Blocks`]).
+pub fn par_blocks<T: LoopVar, A: IntoExpr<T>, B: IntoExpr<T>>(
+    name: &str,
+    start: A,
+    end: B,
+    body: impl FnOnce(Expr<T>),
+) {
+    // The bounds are computed on the host, as for `par_range`.
+    let _ = (start.into_expr(), end.into_expr());
+    par_loop(ir::LoopDomain::Blocks, name, body);
+}
+
+/// `for i in lanes(start..end)` in a block loop: the iterations spread over the block's
+/// lanes, with a barrier after them.
+pub fn lanes<T: LoopVar, A: IntoExpr<T>, B: IntoExpr<T>>(
+    name: &str,
+    start: A,
+    end: B,
+    body: impl FnOnce(Expr<T>),
+) {
+    let (start, end) = (start.into_expr(), end.into_expr());
+    let var = new_var(name, T::ty());
+    let body = block(|| body(Expr::new(ExprKind::Var(var))));
+    push_stmt(Stmt::Lanes {
+        var,
+        start: start.id,
+        end: end.id,
+        body,
+    });
+}
+
+/// A block's shared array of `T` during tracing: used only element by element.
+pub struct Shared<T> {
+    var: VarId,
+    _t: PhantomData<fn() -> T>,
+}
+
+/// `let tile = shared([fill; len]);` in a block loop.
+pub fn shared<T: Elem, A: IntoExpr<T>>(name: &str, fill: A, len: usize) -> Shared<T> {
+    let fill = fill.into_expr();
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
+    let var = new_var(name, Ty::Array(Box::new(T::ty()), len));
+    push_stmt(Stmt::Shared { var, fill: fill.id });
+    Shared {
+        var,
+        _t: PhantomData,
+    }
+}
+
+/// `tile[i]` on a shared array.
+pub fn shared_load<T: Elem>(s: &Shared<T>, i: impl LocalIndex) -> Expr<T> {
+    Expr::new(ExprKind::SharedLoad {
+        var: s.var,
+        index: i.index_expr(),
+    })
+}
+
+/// `tile[i] = value` on a shared array.
+pub fn shared_store<T: Elem, A: IntoExpr<T>>(s: &Shared<T>, i: impl LocalIndex, value: A) {
+    let (index, value) = (i.index_expr(), value.into_expr());
+    push_stmt(Stmt::SharedStore {
+        var: s.var,
+        index,
+        value: value.id,
+        add: false,
+    });
+}
+
+/// `tile[i] += value` on a shared array (atomic among the block's lanes).
+pub fn shared_add<T: crate::host::AtomicAdd, A: IntoExpr<T>>(
+    s: &Shared<T>,
+    i: impl LocalIndex,
+    value: A,
+) {
+    let (index, value) = (i.index_expr(), value.into_expr());
+    push_stmt(Stmt::SharedStore {
+        var: s.var,
+        index,
+        value: value.id,
+        add: true,
+    });
+}
+
+/// `tile[i] -= value` on a shared array: the add of the negated value.
+pub fn shared_sub<T: crate::host::AtomicAdd, A: IntoExpr<T>>(
+    s: &Shared<T>,
+    i: impl LocalIndex,
+    value: A,
+) {
+    shared_add(s, i, negate(value.into_expr()));
+}
+
 /// Integer types a loop variable can have.
 pub trait LoopVar: Value {}
 impl LoopVar for i32 {}
@@ -620,14 +713,17 @@ pub fn atomic_sub<T: crate::host::AtomicAdd, const D: usize, A: IntoExpr<T>>(
     index: impl FieldIndex<D>,
     value: A,
 ) {
-    let value = value.into_expr();
-    let negated = if T::SCALAR == Scalar::F32 {
+    atomic_add(f, index, negate(value.into_expr()));
+}
+
+/// `-value` for the add that a `-=` is (integers wrap: `0 - value`).
+fn negate<T: crate::host::AtomicAdd>(value: Expr<T>) -> Expr<T> {
+    if T::SCALAR == Scalar::F32 {
         Expr::<T>::new(ExprKind::Unary(UnOp::Neg, value.id))
     } else {
         let zero = constant(T::zero());
         binary(BinOp::Sub, zero.id, value.id)
-    };
-    atomic_add(f, index, negated);
+    }
 }
 
 /// `if cond { then } else { otherwise }` as a statement.

@@ -28,6 +28,12 @@ pub struct Checker {
     in_par_loop: bool,
     /// Sequential loops entered inside the current parallel loop or func.
     loop_depth: usize,
+    /// In a block loop (`for b in blocks(..)`).
+    in_blocks: bool,
+    /// Inside a `lanes` loop: the loop depth of its body (a `break` there is refused).
+    lanes_depth: Option<usize>,
+    /// The current block loop's shared arrays.
+    shared: HashSet<String>,
     errors: Vec<Error>,
 }
 
@@ -39,6 +45,9 @@ impl Checker {
             in_func,
             in_par_loop: false,
             loop_depth: 0,
+            in_blocks: false,
+            lanes_depth: None,
+            shared: HashSet::new(),
             errors: Vec::new(),
         }
     }
@@ -66,6 +75,33 @@ impl Checker {
             );
         }
         Ok(())
+    }
+
+    /// Outside `lanes` loops, a block loop's statements run on every lane of the block: a
+    /// write there would happen once per lane, so writes are refused (`what` says which).
+    fn check_not_block_scope(&self, node: impl ToTokens, what: &str) -> Result<()> {
+        if self.in_blocks && self.lanes_depth.is_none() {
+            return err(
+                node,
+                format!(
+                    "{what} at a block loop's block scope would run once per lane: \
+                     write inside `for i in lanes(a..b)`"
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The shared array that `e` names, if it names one.
+    fn is_shared(&self, e: &syn::Expr) -> Option<Ident> {
+        match strip_parens(e) {
+            syn::Expr::Path(p) => p
+                .path
+                .get_ident()
+                .filter(|id| self.shared.contains(&id.to_string()))
+                .cloned(),
+            _ => None,
+        }
     }
 
     fn is_field(&self, e: &syn::Expr) -> Option<Ident> {
@@ -120,6 +156,13 @@ impl Checker {
     }
 
     fn local(&mut self, l: &Local) -> Result<Stmt> {
+        if let Some(init) = &l.init {
+            if let syn::Expr::Call(c) = strip_parens(&init.expr) {
+                if is_named(&c.func, "shared") {
+                    return self.shared_decl(l, c);
+                }
+            }
+        }
         let (pat, ty) = match &l.pat {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
@@ -154,6 +197,12 @@ impl Checker {
                         format!("`{name}` is a field parameter; give this local another name"),
                     );
                 }
+                if self.shared.contains(&name.to_string()) {
+                    return err(
+                        name,
+                        format!("`{name}` is a shared array of this block; give this local another name"),
+                    );
+                }
                 Binding::Name {
                     name: name.clone(),
                     mutability: pi.mutability,
@@ -181,6 +230,100 @@ impl Checker {
             other => return err(other, "`let` binds a name (`let x = ..`, `let x: f32 = ..`) or a tuple of names (`let (a, b) = ..`)"),
         };
         Ok(Stmt::Let { binding, value })
+    }
+
+    /// `let tile = shared([fill; len]);`: a block's shared array, at block scope.
+    fn shared_decl(&mut self, l: &Local, c: &syn::ExprCall) -> Result<Stmt> {
+        if !self.in_blocks {
+            return err(
+                c,
+                "`shared` arrays belong to a block loop: `for b in blocks(a..b) { let tile = shared([0.0; 64]); .. }`",
+            );
+        }
+        if self.lanes_depth.is_some() {
+            return err(
+                c,
+                "a shared array is declared at the block loop's block scope, not in a `lanes` loop",
+            );
+        }
+        let name = match &l.pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+            other => {
+                return err(
+                    other,
+                    "a shared array is bound to a plain name, its type following from the fill value: `let tile = shared([0.0; 64]);`",
+                )
+            }
+        };
+        let fill = match (c.args.first(), c.args.len()) {
+            (Some(syn::Expr::Repeat(r)), 1) => r,
+            _ => {
+                return err(
+                    c,
+                    "`shared` takes one array of a repeated value, `shared([0.0; 64])`: every element starts as that value",
+                )
+            }
+        };
+        if self.fields.contains(&name.to_string()) {
+            return err(
+                &name,
+                format!("`{name}` is a field parameter; give this shared array another name"),
+            );
+        }
+        let value = self.expr(&fill.expr)?;
+        self.shared.insert(name.to_string());
+        Ok(Stmt::Shared {
+            name,
+            fill: value,
+            len: (*fill.len).clone(),
+        })
+    }
+
+    /// `for i in lanes(a..b)`: the iterations spread over the block's lanes.
+    fn lanes_loop(&mut self, f: &syn::ExprForLoop, c: &syn::ExprCall) -> Result<Stmt> {
+        if !self.in_blocks {
+            return err(
+                c,
+                "`lanes(a..b)` spreads a loop over a block's lanes: it belongs to a block loop, `for b in blocks(a..b)`",
+            );
+        }
+        if self.lanes_depth.is_some() {
+            return err(
+                c,
+                "`lanes` loops do not nest: the block's lanes already run the outer one; use `a..b` here",
+            );
+        }
+        let var = loop_var(&f.pat)?;
+        let r = match (c.args.first(), c.args.len()) {
+            (Some(syn::Expr::Range(r)), 1) => r,
+            _ => return err(c, "`lanes` takes a range: `for i in lanes(0..n)`"),
+        };
+        let (Some(start), Some(end)) = (&r.start, &r.end) else {
+            return err(
+                r,
+                "the range of a `lanes` loop needs both ends: `lanes(a..b)`",
+            );
+        };
+        let start = self.expr(start)?;
+        let end = match (
+            matches!(r.limits, syn::RangeLimits::Closed(_)),
+            int_literal(end),
+        ) {
+            (false, _) => End::Exclusive(self.expr(end)?),
+            (true, Some(n)) => End::InclusiveLiteral(self.expr(end)?, n),
+            (true, None) => End::Inclusive(self.expr(end)?),
+        };
+        self.loop_depth += 1;
+        self.lanes_depth = Some(self.loop_depth);
+        let body = self.block(&f.body, false);
+        self.lanes_depth = None;
+        self.loop_depth -= 1;
+        Ok(Stmt::Lanes {
+            var,
+            start,
+            end,
+            body,
+        })
     }
 
     fn stmt_expr(&mut self, e: &syn::Expr) -> Result<Stmt> {
@@ -218,6 +361,9 @@ impl Checker {
                 }
                 if self.loop_depth == 0 && self.in_par_loop {
                     return err(b, "`break` cannot leave a parallel loop; use `continue` to end this iteration");
+                }
+                if self.lanes_depth == Some(self.loop_depth) {
+                    return err(b, "`break` cannot leave a `lanes` loop (its iterations run on different lanes); use `continue`");
                 }
                 if self.loop_depth == 0 {
                     return err(b, "`break` is only allowed inside a loop");
@@ -286,11 +432,16 @@ impl Checker {
                 "only a kernel's top-level loops take a label (it names them in profiles)",
             );
         }
+        if let syn::Expr::Call(c) = &*f.expr {
+            if is_named(&c.func, "lanes") {
+                return self.lanes_loop(f, c);
+            }
+        }
         let var = loop_var(&f.pat)?;
         let syn::Expr::Range(r) = &*f.expr else {
             return err(
                 &f.expr,
-                "inner `for` loops run over a range `a..b` or `a..=b`",
+                "inner `for` loops run over a range `a..b` or `a..=b` (or, in a block loop, `lanes(a..b)`)",
             );
         };
         let (Some(start), Some(end)) = (&r.start, &r.end) else {
@@ -320,8 +471,42 @@ impl Checker {
             .join(right.span())
             .unwrap_or_else(|| right.span());
         if let syn::Expr::Index(ix) = strip_parens(left) {
+            if let Some(name) = self.is_shared(&ix.expr) {
+                if self.lanes_depth.is_none() {
+                    return err(
+                        left,
+                        format!("shared array `{name}` is written in a `lanes` loop: at block scope every lane would write it"),
+                    );
+                }
+                let index = self.expr(&ix.index)?;
+                let (op, value) = match op {
+                    None => (Store::Set, value),
+                    Some(BinOp::AddAssign(_)) => (Store::Add, value),
+                    Some(BinOp::SubAssign(_)) => (Store::Sub, value),
+                    // A read and a write, not atomic (only `+=` and `-=` are), as on fields.
+                    Some(other) => {
+                        let value = Expr::Binary {
+                            op: compound_op(other).unwrap_or("add"),
+                            native: None,
+                            left: Box::new(self.expr(left)?),
+                            right: Box::new(value),
+                            lazy: false,
+                            span,
+                        };
+                        (Store::Set, value)
+                    }
+                };
+                return Ok(Stmt::SharedStore {
+                    name,
+                    index,
+                    op,
+                    value,
+                    span,
+                });
+            }
             if let Some(field) = self.is_field(&ix.expr) {
                 self.check_writable(&field, "writing an element")?;
+                self.check_not_block_scope(left, "a field write")?;
                 let index = self.expr(&ix.index)?;
                 let (op, value) = match op {
                     None => (Store::Set, value),
@@ -374,6 +559,12 @@ impl Checker {
                 if self.is_field(e).is_some() {
                     return err(e, "assign to an element of the field: `f[i] = v`");
                 }
+                if let Some(name) = self.is_shared(e) {
+                    return err(
+                        e,
+                        format!("write whole elements of shared array `{name}`: `{name}[i] = v` or `{name}[i] += v`"),
+                    );
+                }
                 Ok(Place::Local(p.path.clone()))
             }
             syn::Expr::Paren(p) => self.place(&p.expr),
@@ -404,6 +595,12 @@ impl Checker {
                     if self.fields.contains(&id.to_string()) {
                         return err(p, format!("field `{id}` must be indexed: `{id}[i]`"));
                     }
+                    if self.shared.contains(&id.to_string()) {
+                        return err(
+                            p,
+                            format!("shared array `{id}` is read element by element: `{id}[i]`"),
+                        );
+                    }
                     return Ok(Expr::Local(id.clone()));
                 }
                 Ok(Expr::Const(p.path.clone()))
@@ -432,6 +629,9 @@ impl Checker {
                         index,
                         span: ix.span(),
                     });
+                }
+                if let Some(name) = self.is_shared(&ix.expr) {
+                    return Ok(Expr::SharedLoad { name, index });
                 }
                 Ok(Expr::Index(Box::new(self.expr(&ix.expr)?), index))
             }
@@ -556,6 +756,15 @@ impl Checker {
             if ["is_active", "activate", "deactivate"].contains(&id.to_string().as_str()) {
                 return self.activity(c, id);
             }
+            if id == "shared" {
+                return err(
+                    c,
+                    "`shared([fill; n])` is the whole value of a `let` at a block loop's block scope: `let tile = shared([0.0; 64]);`",
+                );
+            }
+            if id == "lanes" || id == "blocks" {
+                return err(c, format!("`{id}(a..b)` is only the range of a `for` loop"));
+            }
             if id == "atomic_add" {
                 return err(
                     c,
@@ -611,6 +820,7 @@ impl Checker {
             );
         };
         self.check_writable(&field, "`atomic_add`")?;
+        self.check_not_block_scope(c, "`atomic_add`")?;
         Ok(Expr::FetchAdd {
             field,
             index: Box::new(self.expr(&c.args[1])?),
@@ -633,6 +843,7 @@ impl Checker {
         };
         if op != "is_active" {
             self.check_writable(&field, &format!("`{op}`"))?;
+            self.check_not_block_scope(c, &format!("`{op}`"))?;
         }
         Ok(Expr::Activity {
             op: op.clone(),
@@ -865,8 +1076,11 @@ impl Checker {
         let name = fl.label.as_ref().map(|l| l.name.ident.to_string());
         let var = loop_var(&fl.pat)?;
         self.in_par_loop = true;
+        self.in_blocks = matches!(&*fl.expr, syn::Expr::Call(c) if is_named(&c.func, "blocks"));
         let body = self.block(&fl.body, false);
         self.in_par_loop = false;
+        self.in_blocks = false;
+        self.shared.clear();
         let field_of = |this: &Self, mc: &syn::ExprMethodCall, what: &str| {
             let Some(field) = this.is_field(&mc.receiver) else {
                 return err(
@@ -933,6 +1147,23 @@ impl Checker {
                 };
                 (domain, Vec::new())
             }
+            syn::Expr::Call(c) if is_named(&c.func, "blocks") => {
+                let r = match (c.args.first(), c.args.len()) {
+                    (Some(syn::Expr::Range(r)), 1) => r,
+                    _ => return err(c, "`blocks` takes a range: `for b in blocks(0..n)`"),
+                };
+                let (Some(a), Some(b)) = (&r.start, &r.end) else {
+                    return err(
+                        r,
+                        "the range of a block loop needs both ends: `blocks(a..b)`",
+                    );
+                };
+                check_host_bound(a, scalars, "the bounds of a block loop are")?;
+                check_host_bound(b, scalars, "the bounds of a block loop are")?;
+                let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
+                let range = Domain::Blocks(self.expr(a)?, self.expr(b)?, inclusive);
+                (range, scatter_only(&fl.body, &self.fields))
+            }
             syn::Expr::Range(r) => {
                 let (Some(a), Some(b)) = (&r.start, &r.end) else {
                     return err(r, "a parallel range needs both ends: `a..b` or `a..=b`");
@@ -944,7 +1175,7 @@ impl Checker {
                 (range, scatter_only(&fl.body, &self.fields))
             }
             other => {
-                return err(other, "a top-level loop runs over `field.indices()`, `field.active()`, `grid.bins(order, starts, block)` or a range `a..b` / `a..=b`");
+                return err(other, "a top-level loop runs over `field.indices()`, `field.active()`, `grid.bins(order, starts, block)`, a range `a..b` / `a..=b` or `blocks(a..b)`");
             }
         };
         Ok(Top::Loop(ParLoop {

@@ -37,6 +37,28 @@ pub enum Stmt {
         value: Expr,
         span: Span,
     },
+    /// `let name = shared([fill; len]);` at a block loop's block scope.
+    Shared {
+        name: Ident,
+        fill: Expr,
+        len: syn::Expr,
+    },
+    /// `name[index] = value`, `+=` or `-=` (atomic among the lanes) on a shared array, in a
+    /// `lanes` loop.
+    SharedStore {
+        name: Ident,
+        index: Expr,
+        op: Store,
+        value: Expr,
+        span: Span,
+    },
+    /// `for var in lanes(start..end)` at a block loop's block scope.
+    Lanes {
+        var: Ident,
+        start: Expr,
+        end: End,
+        body: Body,
+    },
     If(If),
     While {
         cond: Expr,
@@ -134,6 +156,11 @@ pub enum Expr {
         span: Span,
     },
     Index(Box<Expr>, Box<Expr>),
+    /// `name[index]` on a shared array.
+    SharedLoad {
+        name: Ident,
+        index: Box<Expr>,
+    },
     Member(Box<Expr>, syn::Member, u32),
     /// A builtin or a user func: a function and a module of the same name whose `expand`
     /// traces the call.
@@ -216,6 +243,8 @@ pub enum Domain {
     Indices(Ident),
     /// `a..b`, or `a..=b` when the flag is set.
     Range(Expr, Expr, bool),
+    /// `blocks(a..b)` (or `a..=b`): one block of lanes per index.
+    Blocks(Expr, Expr, bool),
     /// `grid.bins(order, starts, block)`.
     Bins {
         grid: Ident,

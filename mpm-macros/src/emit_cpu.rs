@@ -81,6 +81,38 @@ pub fn stmt(s: &Stmt) -> TokenStream {
                 Store::Sub => quote_spanned!(*span=> #field.atomic_sub(#index, #value);),
             }
         }
+        // A block's shared array is the worker's own array: one worker runs the whole block.
+        Stmt::Shared { name, fill, len } => {
+            let fill = expr(fill);
+            quote!(let mut #name = [#fill; #len];)
+        }
+        // The index and value first: they may read the array that the place borrows.
+        Stmt::SharedStore {
+            name,
+            index,
+            op,
+            value,
+            span,
+        } => {
+            let (index, value) = (expr(index), expr(value));
+            let write = match op {
+                Store::Set => quote!(*__place = __value;),
+                Store::Add => quote!(*__place = ::mpm_core::lang::add(*__place, __value);),
+                Store::Sub => quote!(*__place = ::mpm_core::lang::sub(*__place, __value);),
+            };
+            quote_spanned!(*span=> {
+                let (__index, __value) = (#index, #value);
+                let __place = ::mpm_core::lang::index_mut(&mut #name, __index);
+                #write
+            })
+        }
+        // One worker runs a block's lanes one after another, so the barrier is implied.
+        Stmt::Lanes {
+            var,
+            start,
+            end,
+            body,
+        } => for_loop(var, start, end, body),
         Stmt::If(i) => if_stmt(i),
         Stmt::While { cond, body } => {
             let (cond, body) = (expr(cond), block(body));
@@ -95,19 +127,7 @@ pub fn stmt(s: &Stmt) -> TokenStream {
             start,
             end,
             body,
-        } => {
-            let (a, body) = (expr(start), block(body));
-            match end {
-                End::Exclusive(b) => {
-                    let b = expr(b);
-                    quote!(for #var in (#a)..(#b) #body)
-                }
-                End::InclusiveLiteral(b, _) | End::Inclusive(b) => {
-                    let b = expr(b);
-                    quote!(for #var in (#a)..=(#b) #body)
-                }
-            }
-        }
+        } => for_loop(var, start, end, body),
         Stmt::Break => quote!(break;),
         // Directly in a parallel loop, `continue` ends this invocation.
         Stmt::Continue {
@@ -124,6 +144,20 @@ pub fn stmt(s: &Stmt) -> TokenStream {
         Stmt::Discard(v) => {
             let v = expr(v);
             quote!(let _ = #v;)
+        }
+    }
+}
+
+fn for_loop(var: &syn::Ident, start: &Expr, end: &End, body: &Body) -> TokenStream {
+    let (a, body) = (expr(start), block(body));
+    match end {
+        End::Exclusive(b) => {
+            let b = expr(b);
+            quote!(for #var in (#a)..(#b) #body)
+        }
+        End::InclusiveLiteral(b, _) | End::Inclusive(b) => {
+            let b = expr(b);
+            quote!(for #var in (#a)..=(#b) #body)
         }
     }
 }
@@ -201,6 +235,10 @@ pub fn expr(e: &Expr) -> TokenStream {
         Expr::Index(base, i) => {
             let (base, i) = (expr(base), expr(i));
             quote!(::mpm_core::lang::index(#base, #i))
+        }
+        Expr::SharedLoad { name, index } => {
+            let i = expr(index);
+            quote!(::mpm_core::lang::index_ref(&#name, #i))
         }
         Expr::Member(base, member, _) => {
             let base = expr(base);

@@ -102,6 +102,35 @@ impl Trace {
                     }
                 }
             }
+            Stmt::Shared { name, fill, len } => {
+                let (label, fill) = (name.to_string(), self.expr(fill));
+                quote!(let #name = ::mpm_core::trace::shared(#label, #fill, #len);)
+            }
+            Stmt::SharedStore {
+                name,
+                index,
+                op,
+                value,
+                span,
+            } => {
+                let (index, value) = (self.expr(index), self.expr(value));
+                let f = match op {
+                    Store::Set => quote!(shared_store),
+                    Store::Add => quote!(shared_add),
+                    Store::Sub => quote!(shared_sub),
+                };
+                quote_spanned!(*span=> ::mpm_core::trace::#f(&#name, #index, #value);)
+            }
+            Stmt::Lanes {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                let label = var.to_string();
+                let (a, end, body) = (self.expr(start), self.end(end), self.block(body));
+                quote!(::mpm_core::trace::lanes(#label, #a, #end, |#var| #body);)
+            }
             Stmt::If(i) => self.if_stmt(i),
             Stmt::While { cond, body } => {
                 let (cond, body) = (self.expr(cond), self.block(body));
@@ -118,19 +147,7 @@ impl Trace {
                 body,
             } => {
                 let label = var.to_string();
-                let a = self.expr(start);
-                let end = match end {
-                    End::Exclusive(b) => self.expr(b),
-                    End::InclusiveLiteral(_, n) => {
-                        let n = proc_macro2::Literal::i64_unsuffixed(n + 1);
-                        quote!(#n)
-                    }
-                    End::Inclusive(b) => {
-                        let b = self.expr(b);
-                        quote!(::mpm_core::trace::add(#b, 1))
-                    }
-                };
-                let body = self.block(body);
+                let (a, end, body) = (self.expr(start), self.end(end), self.block(body));
                 quote!(::mpm_core::trace::for_range(#label, #a, #end, |#var| #body);)
             }
             Stmt::Break => quote!(::mpm_core::trace::break_();),
@@ -149,6 +166,21 @@ impl Trace {
             Stmt::Discard(v) => {
                 let v = self.expr(v);
                 quote!(let _ = #v;)
+            }
+        }
+    }
+
+    /// The exclusive end of a sequential or `lanes` range.
+    fn end(&self, end: &End) -> TokenStream {
+        match end {
+            End::Exclusive(b) => self.expr(b),
+            End::InclusiveLiteral(_, n) => {
+                let n = proc_macro2::Literal::i64_unsuffixed(n + 1);
+                quote!(#n)
+            }
+            End::Inclusive(b) => {
+                let b = self.expr(b);
+                quote!(::mpm_core::trace::add(#b, 1))
             }
         }
     }
@@ -225,6 +257,10 @@ impl Trace {
             Expr::Index(base, i) => {
                 let (base, i) = (self.expr(base), self.expr(i));
                 quote!(::mpm_core::trace::index(#base, #i))
+            }
+            Expr::SharedLoad { name, index } => {
+                let i = self.expr(index);
+                quote!(::mpm_core::trace::shared_load(&#name, #i))
             }
             Expr::Member(base, _, k) => {
                 let base = self.expr(base);

@@ -132,6 +132,14 @@ fn cpu_loop(l: &ParLoop) -> TokenStream {
                 scatter_range(a, b, *inclusive)
             }
         }
+        Domain::Blocks(a, b, inclusive) => {
+            let (a, b) = (emit_cpu::expr(a), emit_cpu::expr(b));
+            if scatter.is_empty() {
+                quote!(::mpm_core::host::par_blocks(#a, #b, #inclusive, #init, #worker);)
+            } else {
+                scatter_range(a, b, *inclusive)
+            }
+        }
     }
 }
 
@@ -161,11 +169,15 @@ fn trace_loop(l: &ParLoop, trace: &Trace) -> (TokenStream, TokenStream) {
                 quote!(::mpm_core::abi::indices_range(&#order.shape())),
             )
         }
-        Domain::Range(a, b, inclusive) => {
+        Domain::Range(a, b, inclusive) | Domain::Blocks(a, b, inclusive) => {
             let (ta, tb) = (trace.expr(a), trace.expr(b));
             let (ha, hb) = (emit_cpu::expr(a), emit_cpu::expr(b));
+            let f = match l.domain {
+                Domain::Blocks(..) => quote!(par_blocks),
+                _ => quote!(par_range),
+            };
             (
-                quote!(::mpm_core::trace::par_range(#label, #ta, #tb, |#var| { #body });),
+                quote!(::mpm_core::trace::#f(#label, #ta, #tb, |#var| { #body });),
                 quote!(::mpm_core::host::loop_range(#ha, #hb, #inclusive)),
             )
         }

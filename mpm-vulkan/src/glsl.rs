@@ -10,7 +10,7 @@ use std::fmt::{self, Display, Write as _};
 
 use mpm_core::abi;
 use mpm_core::ir::{
-    BinOp, Block, Builtin, ExprId, ExprKind, Func, Kernel, LoopDomain, Place, Stmt, UnOp,
+    BinOp, Block, Builtin, ExprId, ExprKind, Func, Kernel, LoopDomain, Place, Stmt, UnOp, VarId,
 };
 use mpm_core::layout::Structure;
 use mpm_core::types::{Scalar, Ty};
@@ -131,7 +131,9 @@ pub fn float_views(kernel: &Kernel, float_atomics: bool) -> Vec<bool> {
                     walk(then, k, out);
                     walk(otherwise, k, out);
                 }
-                Stmt::For { body, .. } | Stmt::While { body, .. } => walk(body, k, out),
+                Stmt::For { body, .. } | Stmt::While { body, .. } | Stmt::Lanes { body, .. } => {
+                    walk(body, k, out)
+                }
                 _ => {}
             }
         }
@@ -143,6 +145,36 @@ pub fn float_views(kernel: &Kernel, float_atomics: bool) -> Vec<bool> {
         walk(&l.body, kernel, &mut out);
     }
     out
+}
+
+/// The shared arrays a block loop body declares, in order.
+fn shared_vars(body: &Block) -> Vec<VarId> {
+    fn walk(b: &Block, out: &mut Vec<VarId>) {
+        for s in b {
+            match s {
+                Stmt::Shared { var, .. } => out.push(*var),
+                Stmt::If {
+                    then, otherwise, ..
+                } => {
+                    walk(then, out);
+                    walk(otherwise, out);
+                }
+                Stmt::For { body, .. } | Stmt::While { body, .. } => walk(body, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(body, &mut out);
+    out
+}
+
+/// Bytes of workgroup-shared memory that loop `l` of `kernel` declares.
+pub fn shared_bytes(kernel: &Kernel, l: usize) -> u64 {
+    shared_vars(&kernel.loops[l].body)
+        .iter()
+        .map(|v| kernel.var(*v).ty.words() as u64 * 4)
+        .sum()
 }
 
 /// Generates one GLSL compute shader per parallel loop of `kernel`.
@@ -685,6 +717,10 @@ impl<'k> Printer<'k> {
                 format!("f{field}_load({i})")
             }
             ExprKind::Extent { field, axis } => format!("uint(F{field}_S{axis})"),
+            ExprKind::SharedLoad { var, index } => {
+                let idx = self.shared_index(*var, *index);
+                format!("mpm_sh{var}_load({idx})")
+            }
             ExprKind::Member(a, k) => {
                 let s = self.expr(*a);
                 match self.ety(*a) {
@@ -723,6 +759,19 @@ impl<'k> Printer<'k> {
                     format!("({sc} ? {sa} : {sb})")
                 }
             }
+        }
+    }
+
+    /// The index into shared array `var`, clamped into range, as a uint.
+    fn shared_index(&mut self, var: VarId, i: ExprId) -> String {
+        let len = match &self.k.var(var).ty {
+            Ty::Array(_, n) => *n,
+            _ => 1,
+        };
+        let idx = self.clamped_index(i, len);
+        match self.ety(i) {
+            Ty::Scalar(Scalar::U32) => idx,
+            _ => format!("uint({idx})"),
         }
     }
 
@@ -1077,6 +1126,73 @@ impl<'k> Printer<'k> {
                 writeln!(out, "{ind}    }}").unwrap();
                 writeln!(out, "{ind}}}").unwrap();
             }
+            // Every lane fills its share of the array; the barrier before it lets lanes finish
+            // reading an earlier fill (a declaration in a sequential loop).
+            Stmt::Shared { var, fill } => {
+                let (len, elem) = match &self.k.var(*var).ty {
+                    Ty::Array(t, n) => (*n, (**t).clone()),
+                    t => (1, t.clone()),
+                };
+                let t = self.ty(&elem);
+                let v = self.expr(*fill);
+                let ls = self.opts.local_size;
+                let lines = [
+                    "barrier();".to_string(),
+                    "{".into(),
+                    format!("    {t} mpm_fill = {v};"),
+                    format!("    for (uint mpm_k = gl_LocalInvocationIndex; mpm_k < {len}u; mpm_k += {ls}u) {{"),
+                    format!("        mpm_sh{var}_store(mpm_k, mpm_fill);"),
+                    "    }".into(),
+                    "}".into(),
+                    "barrier();".into(),
+                ];
+                for line in lines {
+                    writeln!(out, "{ind}{line}").unwrap();
+                }
+            }
+            Stmt::SharedStore {
+                var,
+                index,
+                value,
+                add,
+            } => {
+                let idx = self.shared_index(*var, *index);
+                let v = self.expr(*value);
+                let f = if *add { "add" } else { "store" };
+                writeln!(out, "{ind}mpm_sh{var}_{f}({idx}, {v});").unwrap();
+            }
+            // The iterations strided over the workgroup, counted in uint so that no range
+            // overflows; barriers on both sides (lanes may have read shared values at block
+            // scope before, and read what others wrote after).
+            Stmt::Lanes {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                let t = self.ty(&self.k.var(*var).ty);
+                let name = self.var(*var);
+                let (a, e) = (self.expr(*start), self.expr(*end));
+                let ls = self.opts.local_size;
+                let (k, n) = (format!("mpm_k{var}"), format!("mpm_n{var}"));
+                let head = [
+                    "memoryBarrierBuffer();".to_string(),
+                    "barrier();".into(),
+                    "{".into(),
+                    format!("    {t} mpm_a{var} = {a};"),
+                    format!("    {t} mpm_e{var} = {e};"),
+                    format!("    uint {n} = mpm_e{var} > mpm_a{var} ? uint(mpm_e{var}) - uint(mpm_a{var}) : 0u;"),
+                    format!("    for (uint {k} = gl_LocalInvocationIndex; {k} < {n}; {k} += {ls}u) {{"),
+                    format!("        {t} {name} = {t}(uint(mpm_a{var}) + {k});"),
+                ];
+                for line in head {
+                    writeln!(out, "{ind}{line}").unwrap();
+                }
+                self.block(body, d + 2, out);
+                for line in ["    }", "}", "memoryBarrierBuffer();", "barrier();"] {
+                    writeln!(out, "{ind}{line}").unwrap();
+                }
+            }
             Stmt::While { cond, body } => {
                 let c = self.expr(*cond);
                 writeln!(out, "{ind}while ({c}) {{").unwrap();
@@ -1131,9 +1247,14 @@ impl<'k> Printer<'k> {
         let lp = &self.k.loops[l];
         let ls = self.opts.local_size;
         out.push_str("void main() {\n");
+        // A block loop's index is its workgroup's: every lane of a block runs its body.
+        let lane = match lp.domain {
+            LoopDomain::Blocks => String::new(),
+            _ => format!(" * {ls}u + gl_LocalInvocationID.x"),
+        };
         writeln!(
             out,
-            "    uint mpm_id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * {ls}u + gl_LocalInvocationID.x;"
+            "    uint mpm_id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x){lane};"
         )
         .unwrap();
         let active_tree = match lp.domain {
@@ -1159,7 +1280,7 @@ impl<'k> Printer<'k> {
                     _ => format!("{t}(mpm_c)"),
                 }
             }
-            LoopDomain::Range => match vty {
+            LoopDomain::Range | LoopDomain::Blocks => match vty {
                 Ty::Scalar(Scalar::U32) => "pc.w[0] + mpm_id".to_string(),
                 _ => format!("{t}(int(pc.w[0]) + int(mpm_id))"),
             },
@@ -1403,13 +1524,7 @@ impl<'k> Printer<'k> {
                 at_write.replace("{k}", &k.to_string()),
             );
             let sc = f.elem.scalar().unwrap_or(Scalar::U32);
-            let comp = |j: u32| -> String {
-                match &f.elem {
-                    Ty::Scalar(_) => "v".into(),
-                    Ty::Matrix(n) => format!("v[{}][{}]", j / *n as u32, j % *n as u32),
-                    _ => format!("v[{j}]"),
-                }
-            };
+            let comp = |j: u32| component(&f.elem, j);
             let ops: Vec<FieldOp> = self
                 .field_ops
                 .iter()
@@ -1453,15 +1568,7 @@ impl<'k> Printer<'k> {
                     },
                     FieldOp::Load => {
                         let words: Vec<String> = (0..w)
-                            .map(|j| {
-                                let r = format!("f{k}.d[b + {j}u]");
-                                match sc {
-                                    Scalar::F32 => format!("uintBitsToFloat({r})"),
-                                    Scalar::I32 => format!("int({r})"),
-                                    Scalar::U32 => r,
-                                    Scalar::Bool => format!("({r} != 0u)"),
-                                }
-                            })
+                            .map(|j| from_word(sc, &format!("f{k}.d[b + {j}u]")))
                             .collect();
                         writeln!(
                             out,
@@ -1475,13 +1582,7 @@ impl<'k> Printer<'k> {
                         writeln!(out, "void f{k}_store({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return;")
                             .unwrap();
                         for j in 0..w {
-                            let c = comp(j);
-                            let word = match sc {
-                                Scalar::F32 => format!("floatBitsToUint({c})"),
-                                Scalar::I32 => format!("uint({c})"),
-                                Scalar::U32 => c,
-                                Scalar::Bool => format!("({c} ? 1u : 0u)"),
-                            };
+                            let word = to_word(sc, &comp(j));
                             writeln!(out, "    f{k}.d[b + {j}u] = {word};").unwrap();
                         }
                         out.push_str("}\n");
@@ -1544,6 +1645,71 @@ impl<'k> Printer<'k> {
         }
     }
 
+    /// Each shared array of loop `l`: its words in workgroup memory (uint, so that `+=` on
+    /// floats can be a compare-and-swap loop) and its load, store and add.
+    fn shared_helpers(&mut self, l: usize, out: &mut String) {
+        for var in shared_vars(&self.k.loops[l].body) {
+            let (len, elem) = match &self.k.var(var).ty {
+                Ty::Array(t, n) => (*n, (**t).clone()),
+                t => (1, t.clone()),
+            };
+            let (w, sc, et) = (
+                elem.words(),
+                elem.scalar().unwrap_or(Scalar::U32),
+                self.ty(&elem),
+            );
+            let name = format!("mpm_sh{var}");
+            writeln!(
+                out,
+                "// shared `{}`\nshared uint {name}[{}];",
+                self.k.var(var).name,
+                len * w
+            )
+            .unwrap();
+            let words: Vec<String> = (0..w)
+                .map(|j| from_word(sc, &format!("{name}[b + {j}u]")))
+                .collect();
+            writeln!(
+                out,
+                "{et} {name}_load(uint i) {{\n    uint b = i * {w}u;\n    return {et}({});\n}}",
+                words.join(", ")
+            )
+            .unwrap();
+            writeln!(
+                out,
+                "void {name}_store(uint i, {et} v) {{\n    uint b = i * {w}u;"
+            )
+            .unwrap();
+            for j in 0..w {
+                let word = to_word(sc, &component(&elem, j));
+                writeln!(out, "    {name}[b + {j}u] = {word};").unwrap();
+            }
+            out.push_str("}\n");
+            if sc == Scalar::Bool {
+                continue;
+            }
+            writeln!(
+                out,
+                "void {name}_add(uint i, {et} v) {{\n    uint b = i * {w}u;"
+            )
+            .unwrap();
+            for j in 0..w {
+                let c = component(&elem, j);
+                match sc {
+                    Scalar::F32 => writeln!(
+                        out,
+                        "    {{\n        uint old = {name}[b + {j}u];\n        for (;;) {{\n            \
+                         uint prev = atomicCompSwap({name}[b + {j}u], old, floatBitsToUint(uintBitsToFloat(old) + {c}));\n            \
+                         if (prev == old) break;\n            old = prev;\n        }}\n    }}"
+                    ),
+                    _ => writeln!(out, "    atomicAdd({name}[b + {j}u], uint({c}));"),
+                }
+                .unwrap();
+            }
+            out.push_str("}\n");
+        }
+    }
+
     fn shader(mut self, l: usize) -> Result<Shader, String> {
         let mut body = String::new();
         for i in 0..self.k.funcs.len() {
@@ -1555,6 +1721,7 @@ impl<'k> Printer<'k> {
         self.generic_helpers(&mut helpers);
         self.tree_helpers(&mut helpers);
         self.field_helpers(&mut helpers);
+        self.shared_helpers(l, &mut helpers);
         if !helpers.is_empty() {
             helpers.push('\n');
         }
@@ -1567,6 +1734,35 @@ impl<'k> Printer<'k> {
             helpers,
             body,
         })
+    }
+}
+
+/// Component `j` of value `v` of element type `elem`, as a GLSL expression.
+fn component(elem: &Ty, j: u32) -> String {
+    match elem {
+        Ty::Scalar(_) => "v".into(),
+        Ty::Matrix(n) => format!("v[{}][{}]", j / *n as u32, j % *n as u32),
+        _ => format!("v[{j}]"),
+    }
+}
+
+/// A storage word `r` read as scalar kind `sc`.
+fn from_word(sc: Scalar, r: &str) -> String {
+    match sc {
+        Scalar::F32 => format!("uintBitsToFloat({r})"),
+        Scalar::I32 => format!("int({r})"),
+        Scalar::U32 => r.to_string(),
+        Scalar::Bool => format!("({r} != 0u)"),
+    }
+}
+
+/// A scalar `c` of kind `sc` as a storage word.
+fn to_word(sc: Scalar, c: &str) -> String {
+    match sc {
+        Scalar::F32 => format!("floatBitsToUint({c})"),
+        Scalar::I32 => format!("uint({c})"),
+        Scalar::U32 => c.to_string(),
+        Scalar::Bool => format!("({c} ? 1u : 0u)"),
     }
 }
 

@@ -156,6 +156,9 @@ pub struct DeviceInfo {
     pub max_storage_buffer_range: u32,
     pub max_compute_work_group_count: [u32; 3],
     pub max_push_constants_size: u32,
+    /// Bytes of workgroup-shared memory a compute shader may declare (a block loop's
+    /// `shared` arrays).
+    pub max_shared_memory: u32,
     pub subgroup_size: u32,
     /// The device supports `shaderBufferFloat32AtomicAdd`.
     pub float_atomic_add: bool,
@@ -180,6 +183,7 @@ pub struct DeviceCaps {
     pub max_storage_buffer_range: u32,
     pub max_workgroup_count: [u32; 3],
     pub max_push_constants_size: u32,
+    pub max_shared_memory: u32,
     /// Timestamps can be written on the compute queue.
     pub timestamps: bool,
     pub timestamp_valid_bits: u32,

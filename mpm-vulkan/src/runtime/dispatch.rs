@@ -7,6 +7,7 @@ use std::time::Duration;
 use ash::vk;
 use mpm_core::abi;
 use mpm_core::backend::{LaunchArgs, LoopTiming, TreeArg};
+use mpm_core::ir::LoopDomain;
 use mpm_core::layout::Structure;
 use mpm_core::sparse::PoolUse;
 use mpm_core::{Error, KernelDesc, Result};
@@ -169,7 +170,13 @@ impl Runtime {
                     u32::MAX
                 )));
             }
-            let Some((groups, gx, gy)) = workgroups(r.count as u32, caps.max_workgroup_count)
+            // A block loop runs one workgroup per block.
+            let invocations = match kernel.loops[l].domain {
+                LoopDomain::Blocks => r.count.saturating_mul(LOCAL_SIZE as u64),
+                _ => r.count,
+            };
+            let fits = u32::try_from(invocations).ok();
+            let Some((groups, gx, gy)) = fits.and_then(|n| workgroups(n, caps.max_workgroup_count))
             else {
                 return Err(bad(format!(
                     "loop {l}: {} invocations exceed the device's dispatch limits",

@@ -84,6 +84,16 @@ impl Runtime {
                 caps.max_push_constants_size
             )));
         }
+        for l in 0..kernel.loops.len() {
+            let bytes = glsl::shared_bytes(kernel, l);
+            if bytes > caps.max_shared_memory as u64 {
+                return Err(backend_err(format!(
+                    "kernel `{qname}`, loop {l}: its shared arrays take {bytes} bytes; the device \
+                     allows {} per block (use smaller tiles)",
+                    caps.max_shared_memory
+                )));
+            }
+        }
         let opts = GlslOptions {
             shapes,
             float_atomics: caps.float_atomic_add,
