@@ -403,7 +403,7 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
 
     /// The first storage word of the element at `index`, its cell activated on a sparse
     /// field; `None` (and the out-of-bounds flag raised) outside the shape.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn base_for_add(&self, index: impl FieldIndex<D>) -> Option<usize> {
         self.view.locate(index, true, self.cache)
     }

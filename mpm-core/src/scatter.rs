@@ -98,7 +98,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
         ScatterView { local, copy }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
     where
         T: AtomicAdd,
@@ -114,7 +114,9 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
         self.add(index, value, true);
     }
 
-    #[inline]
+    // Inlined always: a P2G calls this per stencil node and field, and as a call it cost
+    // mpm99 a tenth of its CPU time.
+    #[inline(always)]
     fn add(&self, index: impl FieldIndex<D>, value: T, subtract: bool)
     where
         T: AtomicAdd,
