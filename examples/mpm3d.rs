@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mpm::cli::{report, run_scene, RunArgs};
+use mpm::cli::{report, run_scene, RunArgs, ScheduleArgs};
 use mpm::demos::jfluid::Mpm3d;
 
 #[derive(Parser)]
@@ -16,6 +16,8 @@ use mpm::demos::jfluid::Mpm3d;
 struct Cli {
     #[command(flatten)]
     run: RunArgs,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
     /// Grid resolution per axis: 64 (dt 2e-4) or 128 (dt 8e-5).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(16..=256))]
     n_grid: u32,
@@ -24,6 +26,11 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     report(run_scene(&cli.run, |b| {
-        Ok(Box::new(Mpm3d::new(b, cli.n_grid, cli.run.seed)?))
+        Ok(Box::new(Mpm3d::new(
+            b,
+            cli.n_grid,
+            cli.run.seed,
+            cli.schedule.schedule(b),
+        )?))
     }))
 }

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mpm::cli::{report, run_scene, RunArgs};
+use mpm::cli::{report, run_scene, RunArgs, ScheduleArgs};
 use mpm::demos::jfluid::Mpm88;
 
 #[derive(Parser)]
@@ -15,11 +15,17 @@ use mpm::demos::jfluid::Mpm88;
 struct Cli {
     #[command(flatten)]
     run: RunArgs,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     report(run_scene(&cli.run, |b| {
-        Ok(Box::new(Mpm88::new(b, cli.run.seed)?))
+        Ok(Box::new(Mpm88::new(
+            b,
+            cli.run.seed,
+            cli.schedule.schedule(b),
+        )?))
     }))
 }

@@ -33,6 +33,29 @@ pub struct RunArgs {
     pub seed: u32,
 }
 
+/// How the J-fluid benchmark scenes (mpm88, mpm3d) schedule their substep.
+#[derive(Args, Debug, Clone)]
+pub struct ScheduleArgs {
+    /// Rewrite the particles in grid-block order every N substeps (0: never; default: every
+    /// 16 on Vulkan, never on the CPU, whose runs it would make depend on scheduling).
+    #[arg(long)]
+    pub sort_every: Option<u32>,
+    /// P2G through shared tiles of each block's particles (rebinned every substep).
+    #[arg(long)]
+    pub tiled: bool,
+}
+
+impl ScheduleArgs {
+    /// The schedule on `backend`.
+    pub fn schedule(&self, backend: &BackendRef) -> crate::demos::jfluid::Schedule {
+        let default = crate::demos::jfluid::Schedule::for_backend(backend);
+        crate::demos::jfluid::Schedule {
+            sort_every: self.sort_every.unwrap_or(default.sort_every),
+            tiled: self.tiled,
+        }
+    }
+}
+
 /// Prints an error chain and turns it into a failing exit code.
 pub fn report(result: Result<(), Box<dyn std::error::Error>>) -> ExitCode {
     match result {

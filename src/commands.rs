@@ -725,9 +725,20 @@ pub fn bench(opts: &BenchOptions) -> Result<Vec<BenchRow>, AnyError> {
     type Make = fn(&BackendRef) -> Result<Box<dyn demos::Demo>, AnyError>;
     let standard: [(&str, Make); 6] = [
         ("mpm99", |b| Ok(Box::new(demos::mpm99::Mpm99::new(b, 0)?))),
-        ("mpm88", |b| Ok(Box::new(demos::jfluid::Mpm88::new(b, 0)?))),
+        ("mpm88", |b| {
+            Ok(Box::new(demos::jfluid::Mpm88::new(
+                b,
+                0,
+                demos::jfluid::Schedule::for_backend(b),
+            )?))
+        }),
         ("mpm3d 64^3", |b| {
-            Ok(Box::new(demos::jfluid::Mpm3d::new(b, 64, 0)?))
+            Ok(Box::new(demos::jfluid::Mpm3d::new(
+                b,
+                64,
+                0,
+                demos::jfluid::Schedule::for_backend(b),
+            )?))
         }),
         ("mpm88 (solver)", |b| {
             solver_scene::<D2, 2>(b, "mpm88.toml", include_str!("../scenes/mpm88.toml"))

@@ -1,7 +1,7 @@
 //! Taichi's J-fluid scenes (mpm88 in 2D, mpm3d in 3D) agree on both backends and fall as
 //! free fall predicts before they reach the floor.
 
-use mpm::demos::jfluid::{Mpm3d, Mpm88};
+use mpm::demos::jfluid::{Mpm3d, Mpm88, Schedule};
 use mpm::{backend, BackendRef, VulkanBackend, VulkanOptions};
 
 fn vulkan() -> Option<BackendRef> {
@@ -26,7 +26,7 @@ fn distance<T: Copy, F: Fn(T, T) -> f32>(a: &[T], b: &[T], d: F) -> (f32, f32) {
 #[test]
 fn mpm88_falls_and_backends_agree() {
     let run = |b: &BackendRef| {
-        let mut s = Mpm88::new(b, 5).expect("scene");
+        let mut s = Mpm88::new(b, 5, Default::default()).expect("scene");
         let y0: f32 = s.x.download().expect("x").iter().map(|p| p.y).sum::<f32>() / 8192.0;
         for _ in 0..100 {
             s.substep().expect("substep");
@@ -61,7 +61,7 @@ fn mpm88_falls_and_backends_agree() {
 fn mpm3d_falls_and_backends_agree() {
     let run = |b: &BackendRef| {
         // 32^3: the blob starts five cells above the floor, clear of the 3-cell walls.
-        let mut s = Mpm3d::new(b, 32, 9).expect("scene");
+        let mut s = Mpm3d::new(b, 32, 9, Default::default()).expect("scene");
         let x0 = s.x.download().expect("x");
         for _ in 0..40 {
             s.substep().expect("substep");
@@ -85,4 +85,109 @@ fn mpm3d_falls_and_backends_agree() {
         let (max, mean) = distance(&cpu, &gpu, |a, b| (a - b).length());
         assert!(max < 1e-4 && mean < 1e-5, "max {max}, mean {mean}");
     }
+}
+
+/// The grid's mass after the last substep's P2G and the particles' centre of mass and
+/// second moments: what a schedule that reorders the particles must leave unchanged.
+fn summary<V: Copy>(
+    grid_m: &[f32],
+    x: &[V],
+    parts: impl Fn(V) -> Vec<f32>,
+) -> (Vec<f32>, Vec<f64>) {
+    let mut moments = Vec::new();
+    let dims = parts(x[0]).len();
+    for a in 0..dims {
+        let mean = x.iter().map(|p| parts(*p)[a] as f64).sum::<f64>() / x.len() as f64;
+        let var = x
+            .iter()
+            .map(|p| (parts(*p)[a] as f64 - mean).powi(2))
+            .sum::<f64>()
+            / x.len() as f64;
+        moments.extend([mean, var]);
+    }
+    (grid_m.to_vec(), moments)
+}
+
+fn assert_same_physics(what: &str, a: &(Vec<f32>, Vec<f64>), b: &(Vec<f32>, Vec<f64>)) {
+    let scale = a.0.iter().cloned().fold(0.0, f32::max);
+    let worst =
+        a.0.iter()
+            .zip(&b.0)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0, f32::max);
+    // The same sums in another order: a few ulps of the heaviest node.
+    assert!(
+        worst <= 1e-5 * scale,
+        "{what}: grid mass differs by {worst} (largest node {scale})"
+    );
+    for (p, q) in a.1.iter().zip(&b.1) {
+        assert!(
+            (p - q).abs() <= 1e-7 * p.abs().max(1e-3),
+            "{what}: moments {:?} vs {:?}",
+            a.1,
+            b.1
+        );
+    }
+}
+
+/// Rewriting the particles in block order (every second substep here) and the tiled P2G
+/// change the order of sums only: the grid's mass and the particles' moments match the plain
+/// schedule's, on the CPU and on Vulkan, in 2D and 3D.
+#[test]
+fn schedules_change_only_the_order_of_sums() {
+    let schedules = [
+        (
+            "sorted",
+            Schedule {
+                sort_every: 2,
+                tiled: false,
+            },
+        ),
+        (
+            "tiled",
+            Schedule {
+                sort_every: 0,
+                tiled: true,
+            },
+        ),
+        (
+            "sorted and tiled",
+            Schedule {
+                sort_every: 3,
+                tiled: true,
+            },
+        ),
+    ];
+    let mut backends = vec![("cpu", backend::cpu())];
+    backends.extend(vulkan().map(|b| ("vulkan", b)));
+    for (name, b) in &backends {
+        let run88 = |schedule: Schedule| {
+            let mut s = Mpm88::new(b, 3, schedule).expect("scene");
+            for _ in 0..20 {
+                s.substep().expect("substep");
+            }
+            let x = s.x.download().expect("x");
+            summary(&s.grid_m.download().expect("grid"), &x, |p| vec![p.x, p.y])
+        };
+        let run3d = |schedule: Schedule| {
+            let mut s = Mpm3d::new(b, 32, 4, schedule).expect("scene");
+            for _ in 0..12 {
+                s.substep().expect("substep");
+            }
+            let x = s.x.download().expect("x");
+            summary(&s.grid_m.download().expect("grid"), &x, |p| {
+                vec![p.x, p.y, p.z]
+            })
+        };
+        let (plain88, plain3d) = (run88(Schedule::default()), run3d(Schedule::default()));
+        for (what, schedule) in schedules {
+            assert_same_physics(&format!("{name} mpm88 {what}"), &plain88, &run88(schedule));
+            assert_same_physics(&format!("{name} mpm3d {what}"), &plain3d, &run3d(schedule));
+        }
+    }
+    assert!(
+        VulkanBackend::validation_messages().is_empty(),
+        "{:#?}",
+        VulkanBackend::validation_messages()
+    );
 }

@@ -70,6 +70,7 @@ struct Candidate {
     info: DeviceInfo,
     has_atomic_float_ext: bool,
     float_add_feature: bool,
+    shared_float_add_feature: bool,
     /// `VK_KHR_shader_float_controls` is supported and keeps f32 infinities, NaNs and signed
     /// zeros through arithmetic (`shaderSignedZeroInfNanPreserveFloat32`).
     inf_nan_preserve: bool,
@@ -145,13 +146,14 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
         let has_atomic_float_ext = exts
             .iter()
             .any(|e| e.extension_name_as_c_str().ok() == Some(ext::shader_atomic_float::NAME));
-        let mut float_add_feature = false;
+        let (mut float_add_feature, mut shared_float_add_feature) = (false, false);
         if has_atomic_float_ext {
             let mut af = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default();
             let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut af);
             // SAFETY: see above.
             unsafe { instance.get_physical_device_features2(pd, &mut f2) };
             float_add_feature = af.shader_buffer_float32_atomic_add == vk::TRUE;
+            shared_float_add_feature = af.shader_shared_float32_atomic_add == vk::TRUE;
         }
         let inf_nan_preserve = exts
             .iter()
@@ -187,6 +189,7 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
             },
             has_atomic_float_ext,
             float_add_feature,
+            shared_float_add_feature,
             inf_nan_preserve,
             timestamp_valid_bits: if timestamps {
                 families[qf].timestamp_valid_bits
@@ -341,8 +344,10 @@ impl Context {
         if cand.inf_nan_preserve {
             ext_names.push(khr::shader_float_controls::NAME.as_ptr());
         }
+        let use_shared_float = use_float && cand.shared_float_add_feature;
         let mut af = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default()
-            .shader_buffer_float32_atomic_add(true);
+            .shader_buffer_float32_atomic_add(true)
+            .shader_shared_float32_atomic_add(use_shared_float);
         let mut dci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qci)
             .enabled_extension_names(&ext_names);
@@ -395,6 +400,7 @@ impl Context {
         let props = unsafe { instance.get_physical_device_properties(cand.physical) };
         let caps = DeviceCaps {
             float_atomic_add: use_float,
+            shared_float_atomic_add: use_shared_float,
             inf_nan_preserve: cand.inf_nan_preserve,
             subgroup_size: cand.info.subgroup_size,
             subgroup_ballot: cand.subgroup_ballot,

@@ -24,6 +24,8 @@ pub struct GlslOptions<'a> {
     pub shapes: &'a [Vec<u32>],
     /// Use `GL_EXT_shader_atomic_float` for f32 atomic adds (else a compare-and-swap loop).
     pub float_atomics: bool,
+    /// The same for `+=` on f32 words of shared arrays.
+    pub shared_float_atomics: bool,
     /// Workgroup size in x.
     pub local_size: u32,
     /// Per field: the index in `trees` of the layout tree it is placed on (`None`, or an
@@ -1659,15 +1661,21 @@ impl<'k> Printer<'k> {
                 self.ty(&elem),
             );
             let name = format!("mpm_sh{var}");
+            // Float words where the device adds floats in workgroup memory natively.
+            let floats = sc == Scalar::F32 && self.opts.shared_float_atomics;
+            let word_ty = if floats { "float" } else { "uint" };
             writeln!(
                 out,
-                "// shared `{}`\nshared uint {name}[{}];",
+                "// shared `{}`\nshared {word_ty} {name}[{}];",
                 self.k.var(var).name,
                 len * w
             )
             .unwrap();
             let words: Vec<String> = (0..w)
-                .map(|j| from_word(sc, &format!("{name}[b + {j}u]")))
+                .map(|j| match floats {
+                    true => format!("{name}[b + {j}u]"),
+                    false => from_word(sc, &format!("{name}[b + {j}u]")),
+                })
                 .collect();
             writeln!(
                 out,
@@ -1681,7 +1689,8 @@ impl<'k> Printer<'k> {
             )
             .unwrap();
             for j in 0..w {
-                let word = to_word(sc, &component(&elem, j));
+                let c = component(&elem, j);
+                let word = if floats { c } else { to_word(sc, &c) };
                 writeln!(out, "    {name}[b + {j}u] = {word};").unwrap();
             }
             out.push_str("}\n");
@@ -1696,6 +1705,10 @@ impl<'k> Printer<'k> {
             for j in 0..w {
                 let c = component(&elem, j);
                 match sc {
+                    Scalar::F32 if floats => {
+                        self.extensions.insert("GL_EXT_shader_atomic_float");
+                        writeln!(out, "    atomicAdd({name}[b + {j}u], {c});")
+                    }
                     Scalar::F32 => writeln!(
                         out,
                         "    {{\n        uint old = {name}[b + {j}u];\n        for (;;) {{\n            \

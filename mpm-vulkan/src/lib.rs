@@ -173,6 +173,8 @@ pub struct DeviceInfo {
 pub struct DeviceCaps {
     /// f32 atomic add on storage buffers is enabled (supported and allowed).
     pub float_atomic_add: bool,
+    /// f32 atomic add on workgroup memory is enabled (a block loop's `shared` arrays).
+    pub shared_float_atomic_add: bool,
     /// Every shader runs in the `SignedZeroInfNanPreserve` float mode (see
     /// [`DeviceInfo::inf_nan_preserve`]).
     pub inf_nan_preserve: bool,

@@ -732,6 +732,7 @@ fn dense_options(
     GlslOptions {
         shapes,
         float_atomics,
+        shared_float_atomics: float_atomics,
         local_size: 64,
         field_trees: &[],
         trees: &[],

@@ -97,6 +97,7 @@ impl Runtime {
         let opts = GlslOptions {
             shapes,
             float_atomics: caps.float_atomic_add,
+            shared_float_atomics: caps.shared_float_atomic_add,
             local_size: LOCAL_SIZE,
             field_trees,
             trees,
