@@ -411,7 +411,7 @@ impl<V: Position, M: Elem> Blocks<V, M> {
     ) -> Result<()> {
         let n = x.len() as u32;
         let every = self.schedule.sort_every;
-        if every > 0 && self.since_sort % every == 0 {
+        if every > 0 && self.since_sort.is_multiple_of(every) {
             self.bins.update(x, n, inv_dx)?;
             let (xs, vs, cs, js) = &mut self.spare;
             reorder(x, v, c, j, &self.bins.order, xs, vs, cs, js, n)?;
