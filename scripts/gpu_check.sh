@@ -42,7 +42,7 @@ fi
 
 echo "== CPU/GPU equivalence and per-backend suites"
 suites=(--test equivalence --test solver_equivalence --test materials --test fields
-    --test sparse --test solver --test validation)
+    --test sparse --test blocks --test binning --test jfluid --test solver --test validation)
 if ! cargo test --release "${suites[@]}" >"$log" 2>&1; then
     grep -E 'FAILED|panicked|failures:' "$log" | head -40
     tail -60 "$log"
@@ -63,6 +63,14 @@ for backend in cpu vulkan; do
 done
 ./target/release/examples/mpm3d --backend vulkan --bench --n-grid "$big" --steps "$steps" |
     grep -E 'ms/substep'
+
+echo "== mpm3d schedules on the GPU: plain, sorted every 16 (the default), tiled P2G"
+for schedule in "--sort-every 0" "--sort-every 16" "--sort-every 16 --tiled"; do
+    echo "-- $schedule"
+    # shellcheck disable=SC2086
+    ./target/release/examples/mpm3d --backend vulkan --bench --steps "$steps" $schedule |
+        grep -E 'loop p2g|ms/substep'
+done
 
 echo "== sparse against dense on the GPU"
 for fill in 0.5 0.01; do

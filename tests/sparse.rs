@@ -380,6 +380,7 @@ per_backend! {
     pools_grow_before_they_run_out_and_keep_every_field => check_growth_of_every_kind,
     sparse_fields_use_memory_where_cells_are_active => check_memory,
     two_trees_in_one_launch_and_fields_outside_the_kernel => check_two_trees,
+    frozen_trees_write_only_where_cells_are_active => check_frozen,
 }
 
 fn check_1d_and_3d(be: &BackendRef) {
@@ -515,6 +516,56 @@ fn check_full_pool(be: &BackendRef) {
     assert_eq!(tree.pool_capacities(), [8, 0]);
     let m = tree.memory().unwrap();
     assert!(m.in_use <= m.reserved, "{m:?}");
+}
+
+/// A frozen tree takes writes into its active cells and refuses, naming the field, writes
+/// and activations elsewhere, leaving them undone; thawed, writes activate again. Pointer
+/// and bitmasked levels alike (in a bitmasked leaf, a cell can be inactive inside an active
+/// block).
+fn check_frozen(be: &BackendRef) {
+    let layouts = [
+        Layout::<2>::root().pointer([4, 4]).dense([4, 4]),
+        Layout::<2>::root().pointer([4, 4]).bitmasked([4, 4]),
+    ];
+    for layout in layouts {
+        let what = format!("{layout:?}");
+        let tree = Tree::new(be, layout).unwrap();
+        let mut f = Field::<f32, 2>::place(&tree).unwrap();
+        let cells = |v: &[(i32, i32)]| cell_field(be, v);
+        let values = |v: &[f32]| Field::from_slice(be, [v.len() as u32], v).unwrap();
+        write2(&mut f, &cells(&[(0, 0), (5, 6)]), &values(&[1.0, 2.0])).unwrap();
+        tree.freeze();
+        assert!(tree.is_frozen());
+        add2(&mut f, &cells(&[(0, 0), (5, 6)]), &values(&[0.5, 0.25])).unwrap();
+        // (5, 7): inactive in the bitmasked leaf, in an active dense block.
+        let outside = if what.contains("Bitmasked") {
+            (5, 7)
+        } else {
+            (9, 9)
+        };
+        let err = add2(&mut f, &cells(&[(0, 0), outside]), &values(&[1.0, 3.0]))
+            .expect_err("a write into an inactive cell of a frozen tree");
+        assert!(
+            matches!(&err, Error::InactiveWrite { field, .. } if field == "f"),
+            "{what}: {err}"
+        );
+        assert!(err.to_string().contains("Tree::freeze"), "{err}");
+        let err = activate2(&mut f, &cells(&[(12, 12)])).expect_err("activation while frozen");
+        assert!(matches!(err, Error::InactiveWrite { .. }), "{what}: {err}");
+        let got = f.download().unwrap();
+        let at = |c: (i32, i32)| got[(c.0 * 16 + c.1) as usize];
+        assert_eq!(at((0, 0)), 2.5, "{what}: the active cell took both adds");
+        assert_eq!(at((5, 6)), 2.25, "{what}");
+        assert_eq!(at(outside), 0.0, "{what}: the refused write was not done");
+        assert_eq!(at((12, 12)), 0.0, "{what}");
+        tree.thaw();
+        add2(&mut f, &cells(&[outside]), &values(&[3.0])).unwrap();
+        assert_eq!(
+            f.download().unwrap()[(outside.0 * 16 + outside.1) as usize],
+            3.0,
+            "{what}"
+        );
+    }
 }
 
 fn check_growth_of_every_kind(be: &BackendRef) {

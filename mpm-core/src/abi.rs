@@ -9,8 +9,30 @@
 //!   every element a sparse field can hold (inactive ones are skipped inside the loop).
 
 use crate::backend::LoopRange;
+use crate::error::{Error, Result};
 use crate::types::{Elem, Ty};
 use crate::Field;
+
+/// A launch's status word: 0, or one more than the index of the first field accessed out of
+/// bounds, or that with [`INACTIVE_WRITE`] set for a write into an inactive cell of a
+/// frozen tree (`Tree::freeze`).
+pub const INACTIVE_WRITE: u32 = 1 << 31;
+
+/// The error a launch's status word reports (see [`INACTIVE_WRITE`]), `field(k)` naming
+/// field parameter `k`.
+pub fn status_error(status: u32, kernel: String, field: impl Fn(usize) -> String) -> Result<()> {
+    match status {
+        0 => Ok(()),
+        s if s & INACTIVE_WRITE != 0 => Err(Error::InactiveWrite {
+            kernel,
+            field: field((s & !INACTIVE_WRITE) as usize - 1),
+        }),
+        s => Err(Error::OutOfBounds {
+            kernel,
+            field: field(s as usize - 1),
+        }),
+    }
+}
 
 /// Push-constant words in front of the scalars: the loop's first index, then its count.
 pub const LOOP_WORDS: u32 = 2;

@@ -71,6 +71,10 @@ pub trait TreeArg: Send + Sync {
     /// Every field placed on the tree, with its words per element (for clearing
     /// deactivated cells in all of them).
     fn fields(&self) -> Vec<(Arc<dyn Buffer>, usize)>;
+    /// Whether the tree is frozen (see `Tree::freeze`): launches activate nothing.
+    fn frozen(&self) -> bool {
+        false
+    }
     /// Runs on the host after every launch that used the tree, whatever its outcome, with
     /// each level's pool use as the launch measured it (see [`LaunchReport::pools`]): the
     /// place to grow block pools before they run out.

@@ -5,6 +5,12 @@
 pub enum Error {
     #[error("kernel `{kernel}`: index out of bounds on field `{field}` (the write was not done, reads gave zero)")]
     OutOfBounds { kernel: String, field: String },
+    #[error(
+        "kernel `{kernel}`: a write into an inactive cell of field `{field}`, whose tree is \
+         frozen (the write was not done): activate the cells' blocks before `Tree::freeze`, \
+         or thaw the tree"
+    )]
+    InactiveWrite { kernel: String, field: String },
     #[error("kernel `{kernel}`: its fields live on different backends")]
     MixedBackends { kernel: String },
     #[error("data of {got} elements does not fit field of shape {shape:?} ({expected} elements)")]

@@ -1,7 +1,7 @@
 //! Fields: typed, shaped arrays that live on a backend.
 
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crate::backend::{BackendRef, Buffer, TreeArg};
@@ -59,6 +59,8 @@ struct Shared {
     backend: BackendRef,
     storage: RwLock<Arc<Storage>>,
     fields: Mutex<Vec<Weak<Slot>>>,
+    /// See [`Tree::freeze`].
+    frozen: AtomicBool,
 }
 
 /// A tree's structure at one size of its pools; what a launch sees of the tree.
@@ -107,6 +109,7 @@ impl<const D: usize> Tree<D> {
                 handed_out: Mutex::new(Some(vec![0; layout.levels().len()])),
             })),
             fields: Mutex::new(Vec::new()),
+            frozen: AtomicBool::new(false),
         });
         Ok(Arc::new(Tree { layout, shared }))
     }
@@ -137,6 +140,28 @@ impl<const D: usize> Tree<D> {
         }
         *lock(&storage.handed_out) = Some(vec![0; storage.plan.levels.len()]);
         Ok(())
+    }
+
+    /// Freezes the tree's activity: kernels launched until [`Tree::thaw`] activate nothing,
+    /// and their writes go to active cells only. A write (`=`, `+=`, `atomic_add`) or an
+    /// `activate` that finds its cell inactive is not done and fails the launch with
+    /// [`Error::InactiveWrite`], naming the field. Deactivation is unaffected.
+    ///
+    /// Why: a P2G's `+=` otherwise carries the activation path on every access, which a GPU
+    /// runs even when no cell needs it (lavapipe: a sparse P2G at 3x the dense one). A pass
+    /// that activates each touched block once, then the frozen P2G, runs at the dense speed
+    /// (`demos::blob`).
+    pub fn freeze(&self) {
+        self.shared.frozen.store(true, Ordering::Relaxed);
+    }
+
+    /// Ends [`Tree::freeze`]: writes activate their cells again.
+    pub fn thaw(&self) {
+        self.shared.frozen.store(false, Ordering::Relaxed);
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        self.shared.frozen.load(Ordering::Relaxed)
     }
 
     /// Grows every pool to at least `blocks` blocks (as far as its level has slots), keeping
@@ -310,6 +335,11 @@ impl TreeArg for Storage {
                 .collect(),
             None => Vec::new(),
         }
+    }
+    fn frozen(&self) -> bool {
+        self.shared
+            .upgrade()
+            .is_some_and(|s| s.frozen.load(Ordering::Relaxed))
     }
     fn after_launch(&self, pools: Option<&[PoolUse]>) -> Result<()> {
         // A launch that measured nothing may still have handed out blocks.

@@ -30,6 +30,8 @@ pub struct HostField<'a> {
     pub shape: &'a [u32],
     /// The layout tree of a sparse field.
     pub tree: Option<Sparse<'a>>,
+    /// The tree is frozen (`Tree::freeze`): accesses activate nothing.
+    pub frozen: bool,
 }
 
 /// Arguments of one CPU launch.
@@ -37,7 +39,8 @@ pub struct HostArgs<'a> {
     pub fields: Vec<HostField<'a>>,
     pub scalars: &'a [u32],
     pub ranges: &'a [LoopRange],
-    /// One more than the index of the first field accessed out of bounds; 0 when none was.
+    /// The launch's status word (see [`crate::abi::status_error`]): the first field accessed
+    /// out of bounds or written where its frozen tree is inactive.
     pub out_of_bounds: AtomicUsize,
     /// Run scatter loops into private copies, so that float sums come out the same on every
     /// run (`mpm_core::scatter`).
@@ -86,6 +89,7 @@ impl<'a> HostArgs<'a> {
             words: f.words,
             shape,
             tree: f.tree.as_ref(),
+            frozen: f.frozen,
             field: n,
             oob: &self.out_of_bounds,
             _t: PhantomData,
@@ -105,6 +109,7 @@ pub struct View<'a, T, const D: usize> {
     /// The layout tree of a sparse field, by reference: the view stays small enough to copy
     /// into registers per invocation (see [`Access`]).
     tree: Option<&'a Sparse<'a>>,
+    frozen: bool,
     field: usize,
     oob: &'a AtomicUsize,
     _t: PhantomData<T>,
@@ -225,6 +230,14 @@ impl<'a, T: Elem, const D: usize> View<'a, T, D> {
     fn element_at(&self, c: [u32; 3], activate: bool, cache: &BlockCache) -> Option<usize> {
         let element = match &self.tree {
             None => self.dense_element(c),
+            Some(tree) if self.frozen => {
+                let found = tree.locate_cached::<D>(c, false, cache);
+                if found.is_none() && activate {
+                    let status = (self.field + 1) | crate::abi::INACTIVE_WRITE as usize;
+                    let _ = self.oob.compare_exchange(0, status, Relaxed, Relaxed);
+                }
+                found? as usize
+            }
             Some(tree) => tree.locate_cached::<D>(c, activate, cache)? as usize,
         };
         Some(element * T::WORDS)

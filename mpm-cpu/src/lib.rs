@@ -70,6 +70,7 @@ impl CpuBackend {
                     words: &host_buffer(&*f.buffer)?.words,
                     shape: f.shape,
                     tree,
+                    frozen: f.tree.is_some_and(|t| args.trees[t].frozen()),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -117,18 +118,15 @@ impl CpuBackend {
                 capacity,
             })?;
         }
-        match host.out_of_bounds.load(Ordering::Relaxed) {
-            0 => Ok(()),
-            n => Err(Error::OutOfBounds {
-                kernel: kernel.qualified_name(),
-                field: kernel
-                    .field_names
-                    .get(n - 1)
-                    .copied()
-                    .unwrap_or("?")
-                    .to_string(),
-            }),
-        }
+        let status = host.out_of_bounds.load(Ordering::Relaxed) as u32;
+        mpm_core::abi::status_error(status, kernel.qualified_name(), |k| {
+            kernel
+                .field_names
+                .get(k)
+                .copied()
+                .unwrap_or("?")
+                .to_string()
+        })
     }
 
     pub fn new() -> Self {

@@ -33,6 +33,9 @@ pub struct GlslOptions<'a> {
     pub field_trees: &'a [Option<u32>],
     /// The distinct layout trees of the launch.
     pub trees: &'a [Structure],
+    /// Per tree: frozen (`Tree::freeze`), so that nothing activates and a write into an
+    /// inactive cell raises the status flag instead (empty: none is).
+    pub frozen: &'a [bool],
     /// Subgroup basic and ballot operations may be used (sparse activation).
     pub subgroups: bool,
     /// Run in the `SignedZeroInfNanPreserve` float mode (the device supports it): without
@@ -1455,12 +1458,14 @@ impl<'k> Printer<'k> {
 
     fn tree_helpers(&mut self, out: &mut String) {
         for (t, plan) in self.opts.trees.iter().enumerate() {
-            let subgroups = self.opts.subgroups && sparse::uses_subgroups(plan);
+            // A frozen tree allocates nothing, so it elects nothing.
+            let frozen = self.opts.frozen.get(t).copied().unwrap_or(false);
+            let subgroups = self.opts.subgroups && sparse::uses_subgroups(plan) && !frozen;
             if subgroups {
                 self.extensions.insert("GL_KHR_shader_subgroup_basic");
                 self.extensions.insert("GL_KHR_shader_subgroup_ballot");
             }
-            out.push_str(&sparse::tree_helpers(t, plan, subgroups));
+            out.push_str(&sparse::tree_helpers(t, plan, subgroups, frozen));
         }
     }
 
@@ -1507,15 +1512,25 @@ impl<'k> Printer<'k> {
                     f.name,
                 )
                 .unwrap(),
-                Some(t) => writeln!(
-                    out,
-                    "// `{}` on tree {t}\nbool f{k}_at({idx_ty} i, bool act, out uint b) {{\n    b = 0u;\n    \
-                     if ({cond}) {{\n        {oob}\n        return false;\n    }}\n    \
-                     uint e;\n    if (!t{t}_locate({coords}, act, e)) return false;\n    \
-                     b = e * {w}u;\n    return true;\n}}",
-                    f.name,
-                )
-                .unwrap(),
+                Some(t) => {
+                    // In a frozen tree a write that finds its cell inactive is an error.
+                    let missed = match self.opts.frozen.get(t).copied().unwrap_or(false) {
+                        true => format!(
+                            "{{\n        if (act) atomicCompSwap(mpm_status.flag, 0u, {}u);\n        return false;\n    }}",
+                            (k + 1) | abi::INACTIVE_WRITE
+                        ),
+                        false => "return false;".to_string(),
+                    };
+                    writeln!(
+                        out,
+                        "// `{}` on tree {t}\nbool f{k}_at({idx_ty} i, bool act, out uint b) {{\n    b = 0u;\n    \
+                         if ({cond}) {{\n        {oob}\n        return false;\n    }}\n    \
+                         uint e;\n    if (!t{t}_locate({coords}, act, e)) {missed}\n    \
+                         b = e * {w}u;\n    return true;\n}}",
+                        f.name,
+                    )
+                    .unwrap()
+                }
             }
             let (at_read, at_write) = match tree {
                 None => ("f{k}_at(i, b)", "f{k}_at(i, b)"),

@@ -67,13 +67,19 @@ pub fn uses_subgroups(plan: &Structure) -> bool {
 /// elect one of them to allocate the block (a bounded loop over the distinct slots, no lock):
 /// on a GPU running a subgroup in lock-step, every contender would otherwise take a block
 /// from the pool and all but one would only give it back after the launch.
-pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool) -> String {
+///
+/// In a `frozen` tree (`Tree::freeze`) `locate` activates nothing: it fails on an inactive
+/// cell whether `act` is set or not, and the tree has no allocation code.
+pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -> String {
     let tw = format!("t{t}");
     let mut out = String::new();
     let last = plan.levels.len() - 1;
     // Allocation below each pointer level.
     for (k, p) in plan.levels.iter().enumerate() {
         let Some(pool) = &p.pool else { continue };
+        if frozen {
+            continue;
+        }
         writeln!(
             out,
             "bool {tw}_alloc{k}_one(uint cell, out uint child) {{\n    \
@@ -136,6 +142,10 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool) -> String {
         writeln!(out, "    cell = {};", cell_expr(p, "block", "c")).unwrap();
         match p.level.kind {
             LevelKind::Dense => {}
+            LevelKind::Bitmasked if frozen => {
+                let bit = bit_test(&tw, p.table, "cell");
+                writeln!(out, "    if (!{bit}) return false;").unwrap();
+            }
             LevelKind::Bitmasked => {
                 writeln!(
                     out,
@@ -145,6 +155,15 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool) -> String {
                     p.table
                 )
                 .unwrap();
+            }
+            LevelKind::Pointer if frozen => {
+                writeln!(
+                    out,
+                    "    block = {tw}.w[{}u + cell];\n    if (block == {EMPTY}) return false;",
+                    p.table
+                )
+                .unwrap();
+                continue;
             }
             LevelKind::Pointer => {
                 writeln!(

@@ -736,6 +736,7 @@ fn dense_options(
         local_size: 64,
         field_trees: &[],
         trees: &[],
+        frozen: &[],
         subgroups: false,
         inf_nan_preserve,
     }

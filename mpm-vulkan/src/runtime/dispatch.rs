@@ -115,9 +115,10 @@ impl Runtime {
             bufs.push((g.buffer, g.bytes));
         }
         let shapes: Vec<Vec<u32>> = args.fields.iter().map(|f| f.shape.to_vec()).collect();
-        let key = (qname.clone(), shapes, field_trees, plans);
+        let frozen: Vec<bool> = trees.iter().map(|t| t.frozen()).collect();
+        let key = (qname.clone(), shapes, field_trees, plans, frozen);
         if !self.kernels.touch(&key) {
-            let kp = self.build(&kernel, &qname, &key.1, &key.2, &key.3)?;
+            let kp = self.build(&kernel, &qname, &key.1, &key.2, &key.3, &key.4)?;
             if let Some(old) = self.kernels.insert(key.clone(), kp) {
                 destroy_pipelines(&self.ctx.device, &old);
             }
@@ -346,25 +347,18 @@ impl Runtime {
                 });
             }
         }
-        if flag != 0 {
-            let idx = flag as usize - 1;
-            let field = desc
-                .field_names
-                .get(idx)
+        abi::status_error(flag, qname, |k| {
+            desc.field_names
+                .get(k)
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| {
                     kernel
                         .fields
-                        .get(idx)
+                        .get(k)
                         .map(|f| f.name.clone())
                         .unwrap_or_default()
-                });
-            return Err(Error::OutOfBounds {
-                kernel: qname,
-                field,
-            });
-        }
-        Ok(())
+                })
+        })
     }
 
     pub(super) fn record_time(

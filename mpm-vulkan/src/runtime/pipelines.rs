@@ -27,7 +27,15 @@ pub(super) struct KernelPipelines {
 }
 
 /// Pipelines of a kernel are specialised for the field shapes and the layout trees.
-pub(super) type KernelKey = (String, Vec<Vec<u32>>, Vec<Option<u32>>, Vec<Structure>);
+/// A kernel's pipelines are keyed by its name, the field shapes, the fields' trees, the
+/// trees' plans and which trees are frozen.
+pub(super) type KernelKey = (
+    String,
+    Vec<Vec<u32>>,
+    Vec<Option<u32>>,
+    Vec<Structure>,
+    Vec<bool>,
+);
 
 /// The pipelines of `N` helper passes over one tree plan: storage buffers at bindings
 /// 0.., no push constants, and a pipeline per pass (`None` where the plan needs no pass).
@@ -74,6 +82,7 @@ impl Runtime {
         shapes: &[Vec<u32>],
         field_trees: &[Option<u32>],
         trees: &[Structure],
+        frozen: &[bool],
     ) -> Result<KernelPipelines> {
         let caps = &self.ctx.caps;
         let push_words = glsl::push_words(kernel);
@@ -101,6 +110,7 @@ impl Runtime {
             local_size: LOCAL_SIZE,
             field_trees,
             trees,
+            frozen,
             // `MPM_VK_NO_SUBGROUPS=1`: sparse activation without subgroup election (every
             // contender for an empty pointer slot takes a block), for comparison and debugging.
             subgroups: caps.subgroup_ballot && std::env::var_os("MPM_VK_NO_SUBGROUPS").is_none(),
