@@ -495,11 +495,22 @@ fn sparse_and_dense_grids_agree(b: &BackendRef) {
     for bitmasked in [false, true] {
         // Eight blocks hold far less than the scene needs: the pool grows before the first
         // substep (from the particles) and while the water spreads (from its occupancy).
+        b.reset_profile();
         let (sparse, pool) = run(GridLayout::Sparse {
             block: 4,
             bitmasked,
             reserve: 8,
         });
+        // On a GPU a grid of dense blocks runs frozen, its blocks activated by a pass of
+        // their own, which must have found every block the P2G adds into (a missed one fails
+        // the substep).
+        let touched = b.profile().iter().any(|t| t.name == "touch");
+        let gpu = b.kind() != mpm::core::backend::BackendKind::Cpu;
+        assert_eq!(
+            touched,
+            gpu && !bitmasked,
+            "bitmasked {bitmasked}: the activation pass ran"
+        );
         assert!(pool > 8, "the pool should have grown, it has {pool} blocks");
         assert_eq!(dense.len(), sparse.len());
         let worst = dense

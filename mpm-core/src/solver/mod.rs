@@ -28,6 +28,7 @@ pub use particles::{HostParticles, Particles};
 pub use seeding::{Region, Sampling};
 pub use space::{Space, D2, D3};
 
+use crate::backend::BackendKind;
 use crate::{BackendRef, Elem, Field, Layout, Tree};
 
 /// The 2D solver.
@@ -688,6 +689,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         if let Some(tree) = &self.grid.tree {
             tree.deactivate_all()?;
         }
+        let frozen = self.grid.tree.clone().filter(|_| self.freezes_grid());
         let s = &self.settings;
         let scalars = StepScalars {
             step: self.step as i32,
@@ -710,7 +712,11 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             max_speed: s.max_cells_per_step * s.dx / dt,
             track_speed: matches!(s.time_step, TimeStep::Adaptive { .. }),
         };
-        S::substep(
+        if let Some(tree) = &frozen {
+            S::touch_stencils(&self.particles, &mut self.grid, &scalars)?;
+            tree.freeze();
+        }
+        let stepped = S::substep(
             &mut self.particles,
             &mut self.grid,
             &self.materials,
@@ -718,7 +724,11 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             &mut self.status,
             &mut self.speeds,
             &scalars,
-        )?;
+        );
+        if let Some(tree) = &frozen {
+            tree.thaw();
+        }
+        stepped?;
         self.step += 1;
         self.time += dt as f64;
         self.run_hooks()?;
@@ -729,6 +739,23 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             self.check()?;
         }
         Ok(dt)
+    }
+
+    /// Whether the substep runs on a frozen grid, its blocks activated by a pass of their own
+    /// (`touch_stencils`): on a GPU, for a sparse grid with dense blocks at least a stencil
+    /// wide minus one, where that pass finds every block. The activating `+=` costs a GPU the
+    /// allocation path on every access (lavapipe: a sparse P2G at 3x the dense one, see
+    /// `Tree::freeze`); the CPU's block cache skips it already.
+    fn freezes_grid(&self) -> bool {
+        let support = match self.settings.spline {
+            Spline::Quadratic => 3,
+            Spline::Cubic => 4,
+        };
+        self.backend.kind() != BackendKind::Cpu
+            && matches!(
+                self.settings.grid,
+                GridLayout::Sparse { block, bitmasked: false, .. } if block + 1 >= support
+            )
     }
 
     /// Advances until `seconds` of simulated time have passed; returns the substeps taken.

@@ -34,6 +34,13 @@ pub trait Space<const D: usize>: 'static {
         start: u32,
         end: u32,
     ) -> Result<()>;
+
+    /// Activates the sparse grid's blocks the next P2G adds into (see `touch_stencils`).
+    fn touch_stencils(
+        particles: &Particles<Self::V, Self::M>,
+        grid: &mut Grid<Self::V, D>,
+        s: &StepScalars<D>,
+    ) -> Result<()>;
 }
 
 /// Two dimensions.
@@ -128,6 +135,21 @@ macro_rules! space {
                     $kernels::substep_cubic
                 };
                 substep_call!(kernel, p, grid, t, colliders, status, speeds, s, $V, $IV)
+            }
+
+            fn touch_stencils(
+                p: &Particles<$V, $M>,
+                grid: &mut Grid<$V, $d>,
+                s: &StepScalars<$d>,
+            ) -> Result<()> {
+                Ok($kernels::touch_stencils(
+                    &p.x,
+                    &p.material,
+                    &mut grid.m,
+                    p.count(),
+                    1.0 / s.dx,
+                    s.support,
+                )?)
             }
 
             fn init_stress(

@@ -10,6 +10,8 @@ use crate::materials::dim2 as materials;
 /// Stencil loop depths (the third axis): 2D runs the innermost loop once.
 pub const QUADRATIC_DEPTH: i32 = 1;
 pub const CUBIC_DEPTH: i32 = 1;
+/// Corners of a box.
+pub const CORNERS: i32 = 4;
 
 #[path = "mls_mpm.rs"]
 #[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose

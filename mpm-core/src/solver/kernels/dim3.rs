@@ -10,6 +10,8 @@ use crate::materials::dim3 as materials;
 /// Stencil loop depths (the third axis): as deep as the spline's support.
 pub const QUADRATIC_DEPTH: i32 = 3;
 pub const CUBIC_DEPTH: i32 = 4;
+/// Corners of a box.
+pub const CORNERS: i32 = 8;
 
 #[path = "mls_mpm.rs"]
 #[allow(clippy::duplicate_mod)] // compiled once per dimension, on purpose

@@ -6,7 +6,8 @@
 use glam::Vec4;
 
 use super::{
-    materials, offset, row, stencil, to_vec, IVec, Mat, Vec, CUBIC_DEPTH, D, DIM, QUADRATIC_DEPTH,
+    materials, offset, row, stencil, to_vec, IVec, Mat, Vec, CORNERS, CUBIC_DEPTH, D, DIM,
+    QUADRATIC_DEPTH,
 };
 use crate::materials::USER_KIND;
 use crate::solver::kernels::{
@@ -368,6 +369,35 @@ substep!(substep_quadratic, 3, QUADRATIC_DEPTH);
 substep!(substep_cubic, 4, CUBIC_DEPTH);
 
 /// The stress of particles `start..end` from their current state (run on new ones).
+/// Activates the grid blocks the next P2G adds into, for a sparse grid that the P2G then
+/// runs frozen (`Tree::freeze`): the corners of each live particle's stencil, which reach
+/// every block the stencil touches when a block is at least `support - 1` cells wide and
+/// its cells are dense (one activity unit per block).
+#[kernel]
+pub fn touch_stencils(
+    x: &Field<Vec>,
+    material: &Field<i32>,
+    grid_m: &mut Field<f32, D>,
+    count: u32,
+    inv_dx: f32,
+    support: i32,
+) {
+    'touch: for p in 0..count {
+        if material[p] >= 0 {
+            let (base, _fx, _w) = stencil(x[p] * inv_dx, support);
+            for corner in 0..CORNERS {
+                let mut node = base;
+                for a in 0..DIM {
+                    if (corner >> a) & 1 == 1 {
+                        node[a] += support - 1;
+                    }
+                }
+                activate(grid_m, node);
+            }
+        }
+    }
+}
+
 #[kernel]
 pub fn init_stress(
     grad_u: &mut Field<Mat>,
