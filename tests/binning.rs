@@ -10,8 +10,8 @@ use std::sync::Arc;
 use common::*;
 use mpm::core::binning::{exclusive_scan, Bins, SCAN_CHUNK};
 use mpm::core::Result;
-use mpm::glam::{IVec2, Vec2};
-use mpm::{func, kernel, BackendRef, CpuBackend, Field, Layout, Tree};
+use mpm::glam::Vec2;
+use mpm::{kernel, BackendRef, CpuBackend, Field, Layout, Tree};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -232,14 +232,6 @@ fn binning_groups_particles_by_block() {
 // -----------------------------------------------------------------------------------------
 // binned loops
 
-#[func]
-fn weights(fx: Vec2) -> [Vec2; 3] {
-    let a = Vec2::splat(1.5) - fx;
-    let b = fx - Vec2::splat(1.0);
-    let c = fx - Vec2::splat(0.5);
-    [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c]
-}
-
 /// A quadratic P2G over the bins, plus an add into a node far outside every window (the
 /// grid's corner) and an integer counter of another shape.
 #[kernel]
@@ -358,29 +350,11 @@ fn binned_p2g_matches_the_exact_sums() {
         (positions(n), vec2s(-1.0, 1.0, n), 2i32..9),
         move |bk, (x, v, block)| {
             let cells = (RES * RES) as usize;
-            let (mut m, mut mv, mut mag) =
-                (vec![0f64; cells], vec![[0f64; 2]; cells], vec![0f64; cells]);
-            for (xp, vp) in x.iter().zip(&v) {
-                let xp = *xp * RES as f32;
-                let base = (xp - 0.5).floor().as_ivec2();
-                let fx = xp - base.as_vec2();
-                let (a, b, c) = (Vec2::splat(1.5) - fx, fx - Vec2::ONE, fx - Vec2::splat(0.5));
-                let w = [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c];
-                for i in 0..3 {
-                    for j in 0..3 {
-                        let c = base + IVec2::new(i, j);
-                        let k = (c.x as u32 * RES + c.y as u32) as usize;
-                        let weight = (w[i as usize].x * w[j as usize].y) as f64;
-                        m[k] += weight;
-                        mv[k][0] += weight * vp.x as f64;
-                        mv[k][1] += weight * vp.y as f64;
-                        mag[k] += weight * (1.0 + vp.length() as f64);
-                    }
-                }
-                m[0] += 1.0;
-                mv[0][1] -= 1.0;
-                mag[0] += 2.0;
-            }
+            let (mut m, mut mv, mut mag) = exact_p2g(&x, &v, RES);
+            // The corner node's extra adds, once per particle.
+            m[0] += n as f64;
+            mv[0][1] -= n as f64;
+            mag[0] += 2.0 * n as f64;
             let bound = |k: usize| 2.0 * n as f64 * mag[k] / 16777216.0 + 1e-9;
             for (name, be) in [
                 ("cpu", &bk.cpu),

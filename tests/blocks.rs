@@ -10,7 +10,7 @@ use common::*;
 use mpm::core::binning::Bins;
 use mpm::core::Result;
 use mpm::glam::{IVec2, Vec2};
-use mpm::{func, kernel, BackendRef, Field};
+use mpm::{kernel, BackendRef, Field};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -23,14 +23,6 @@ const B: i32 = 4;
 const SIDE: i32 = B + 3;
 const TILE: usize = (SIDE * SIDE) as usize;
 const RES: u32 = 26;
-
-#[func]
-fn weights(fx: Vec2) -> [Vec2; 3] {
-    let a = Vec2::splat(1.5) - fx;
-    let b = fx - Vec2::splat(1.0);
-    let c = fx - Vec2::splat(0.5);
-    [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c]
-}
 
 /// Each block scatters its particles into shared tiles, then adds the tiles into the grid,
 /// one lane per node: the grid sees one add per node and block instead of one per particle.
@@ -119,26 +111,7 @@ fn tiled_p2g_matches_the_exact_sums() {
         (vec2s(0.1, 0.9, n), vec2s(-1.0, 1.0, n)),
         move |bk, (x, v)| {
             let cells = (RES * RES) as usize;
-            let (mut m, mut mv, mut mag) =
-                (vec![0f64; cells], vec![[0f64; 2]; cells], vec![0f64; cells]);
-            for (xp, vp) in x.iter().zip(&v) {
-                let xp = *xp * RES as f32;
-                let base = (xp - 0.5).floor().as_ivec2();
-                let fx = xp - base.as_vec2();
-                let (a, b, c) = (Vec2::splat(1.5) - fx, fx - Vec2::ONE, fx - Vec2::splat(0.5));
-                let w = [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c];
-                for i in 0..3 {
-                    for j in 0..3 {
-                        let c = base + IVec2::new(i, j);
-                        let k = (c.x as u32 * RES + c.y as u32) as usize;
-                        let weight = (w[i as usize].x * w[j as usize].y) as f64;
-                        m[k] += weight;
-                        mv[k][0] += weight * vp.x as f64;
-                        mv[k][1] += weight * vp.y as f64;
-                        mag[k] += weight * (1.0 + vp.length() as f64);
-                    }
-                }
-            }
+            let (m, mv, mag) = exact_p2g(&x, &v, RES);
             let bound = |k: usize| 2.0 * n as f64 * mag[k] / 16777216.0 + 1e-9;
             for (name, be) in [
                 ("cpu", &bk.cpu),

@@ -495,13 +495,7 @@ pub fn par_for<T: LoopInt, S>(
     init: impl Fn() -> S + Sync + Send,
     body: impl Fn(&S, T) + Sync + Send,
 ) {
-    let range = loop_range(start, end, inclusive);
-    (0..range.count as usize)
-        .into_par_iter()
-        .with_min_len(64)
-        .for_each_init(init, |state, k| {
-            body(state, T::from_i64(range.start + k as i64))
-        });
+    par_range(loop_range(start, end, inclusive), 64, init, body);
 }
 
 /// A top-level `for b in blocks(start..end)` without scattered fields: one task per block
@@ -513,9 +507,19 @@ pub fn par_blocks<T: LoopInt, S>(
     init: impl Fn() -> S + Sync + Send,
     body: impl Fn(&S, T) + Sync + Send,
 ) {
-    let range = loop_range(start, end, inclusive);
+    par_range(loop_range(start, end, inclusive), 1, init, body);
+}
+
+/// `body` for every index of `range`, at least `batch` indices per task.
+fn par_range<T: LoopInt, S>(
+    range: LoopRange,
+    batch: usize,
+    init: impl Fn() -> S + Sync + Send,
+    body: impl Fn(&S, T) + Sync + Send,
+) {
     (0..range.count as usize)
         .into_par_iter()
+        .with_min_len(batch)
         .for_each_init(init, |state, k| {
             body(state, T::from_i64(range.start + k as i64))
         });

@@ -158,6 +158,10 @@ pub fn par_scatter<I: LoopInt, S>(
     body: impl Fn(&S, &[&[Cell<u32>]], I) + Sync + Send,
 ) {
     let range = loop_range(start, end, inclusive);
+    // Nothing to add: no copies to fill and sum (a grid's worth of words).
+    if range.count == 0 {
+        return;
+    }
     if !reproducible {
         let n = fields.len();
         return (0..range.count as usize)

@@ -255,9 +255,20 @@ pub fn par_range<T: LoopVar, A: IntoExpr<T>, B: IntoExpr<T>>(
     end: B,
     body: impl FnOnce(Expr<T>),
 ) {
-    // The bounds are computed on the host; tracing them only fixes the index type.
+    host_range_loop(ir::LoopDomain::Range, name, start, end, body);
+}
+
+/// A top-level loop over a range the host computes: tracing the bounds only fixes the
+/// index type.
+fn host_range_loop<T: LoopVar, A: IntoExpr<T>, B: IntoExpr<T>>(
+    domain: ir::LoopDomain,
+    name: &str,
+    start: A,
+    end: B,
+    body: impl FnOnce(Expr<T>),
+) {
     let _ = (start.into_expr(), end.into_expr());
-    par_loop(ir::LoopDomain::Range, name, body);
+    par_loop(domain, name, body);
 }
 
 /// A top-level `for i in field.indices()`: one parallel launch over every index.
@@ -317,9 +328,7 @@ pub fn par_blocks<T: LoopVar, A: IntoExpr<T>, B: IntoExpr<T>>(
     end: B,
     body: impl FnOnce(Expr<T>),
 ) {
-    // The bounds are computed on the host, as for `par_range`.
-    let _ = (start.into_expr(), end.into_expr());
-    par_loop(ir::LoopDomain::Blocks, name, body);
+    host_range_loop(ir::LoopDomain::Blocks, name, start, end, body);
 }
 
 /// `for i in lanes(start..end)` in a block loop: the iterations spread over the block's
@@ -330,15 +339,28 @@ pub fn lanes<T: LoopVar, A: IntoExpr<T>, B: IntoExpr<T>>(
     end: B,
     body: impl FnOnce(Expr<T>),
 ) {
+    counted_loop(name, start, end, body, |var, start, end, body| {
+        Stmt::Lanes {
+            var,
+            start,
+            end,
+            body,
+        }
+    });
+}
+
+/// A loop of `var` over `start..end` traced as `stmt(var, start, end, body)`.
+fn counted_loop<T: LoopVar, A: IntoExpr<T>, B: IntoExpr<T>>(
+    name: &str,
+    start: A,
+    end: B,
+    body: impl FnOnce(Expr<T>),
+    stmt: impl FnOnce(VarId, ExprId, ExprId, Block) -> Stmt,
+) {
     let (start, end) = (start.into_expr(), end.into_expr());
     let var = new_var(name, T::ty());
     let body = block(|| body(Expr::new(ExprKind::Var(var))));
-    push_stmt(Stmt::Lanes {
-        var,
-        start: start.id,
-        end: end.id,
-        body,
-    });
+    push_stmt(stmt(var, start.id, end.id, body));
 }
 
 /// A block's shared array of `T` during tracing: used only element by element.
@@ -776,13 +798,10 @@ pub fn for_range<T: LoopVar, A: IntoExpr<T>, B: IntoExpr<T>>(
     end: B,
     body: impl FnOnce(Expr<T>),
 ) {
-    let (start, end) = (start.into_expr(), end.into_expr());
-    let var = new_var(name, T::ty());
-    let body = block(|| body(Expr::new(ExprKind::Var(var))));
-    push_stmt(Stmt::For {
+    counted_loop(name, start, end, body, |var, start, end, body| Stmt::For {
         var,
-        start: start.id,
-        end: end.id,
+        start,
+        end,
         body,
     });
 }

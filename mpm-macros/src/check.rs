@@ -298,21 +298,10 @@ impl Checker {
             (Some(syn::Expr::Range(r)), 1) => r,
             _ => return err(c, "`lanes` takes a range: `for i in lanes(0..n)`"),
         };
-        let (Some(start), Some(end)) = (&r.start, &r.end) else {
-            return err(
-                r,
-                "the range of a `lanes` loop needs both ends: `lanes(a..b)`",
-            );
-        };
-        let start = self.expr(start)?;
-        let end = match (
-            matches!(r.limits, syn::RangeLimits::Closed(_)),
-            int_literal(end),
-        ) {
-            (false, _) => End::Exclusive(self.expr(end)?),
-            (true, Some(n)) => End::InclusiveLiteral(self.expr(end)?, n),
-            (true, None) => End::Inclusive(self.expr(end)?),
-        };
+        let (start, end) = self.loop_range(
+            r,
+            "the range of a `lanes` loop needs both ends: `lanes(a..b)`",
+        )?;
         self.loop_depth += 1;
         self.lanes_depth = Some(self.loop_depth);
         let body = self.block(&f.body, false);
@@ -444,16 +433,8 @@ impl Checker {
                 "inner `for` loops run over a range `a..b` or `a..=b` (or, in a block loop, `lanes(a..b)`)",
             );
         };
-        let (Some(start), Some(end)) = (&r.start, &r.end) else {
-            return err(r, "the range of a `for` loop needs both ends: `a..b`");
-        };
-        let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
-        let start = self.expr(start)?;
-        let end = match (inclusive, int_literal(end)) {
-            (false, _) => End::Exclusive(self.expr(end)?),
-            (true, Some(n)) => End::InclusiveLiteral(self.expr(end)?, n),
-            (true, None) => End::Inclusive(self.expr(end)?),
-        };
+        let (start, end) =
+            self.loop_range(r, "the range of a `for` loop needs both ends: `a..b`")?;
         let body = self.loop_body(&f.body);
         Ok(Stmt::For {
             var,
@@ -461,6 +442,51 @@ impl Checker {
             end,
             body,
         })
+    }
+
+    /// The store that `element op= value` on a field or shared array element is: `=`, an
+    /// atomic `+=` / `-=`, or for the other operators (`f[i] *= v` is `f[i] = f[i] * v`) a
+    /// read and a write, not atomic. The index is pure, so reading it twice is the same.
+    fn element_store(
+        &mut self,
+        element: &syn::Expr,
+        op: Option<&BinOp>,
+        value: Expr,
+        span: proc_macro2::Span,
+    ) -> Result<(Store, Expr)> {
+        Ok(match op {
+            None => (Store::Set, value),
+            Some(BinOp::AddAssign(_)) => (Store::Add, value),
+            Some(BinOp::SubAssign(_)) => (Store::Sub, value),
+            Some(other) => {
+                let value = Expr::Binary {
+                    op: compound_op(other).unwrap_or("add"),
+                    native: None,
+                    left: Box::new(self.expr(element)?),
+                    right: Box::new(value),
+                    lazy: false,
+                    span,
+                };
+                (Store::Set, value)
+            }
+        })
+    }
+
+    /// The start and end of an inner loop's range (`open` is the error for a missing end).
+    fn loop_range(&mut self, r: &syn::ExprRange, open: &str) -> Result<(Expr, End)> {
+        let (Some(start), Some(end)) = (&r.start, &r.end) else {
+            return err(r, open);
+        };
+        let start = self.expr(start)?;
+        let end = match (
+            matches!(r.limits, syn::RangeLimits::Closed(_)),
+            int_literal(end),
+        ) {
+            (false, _) => End::Exclusive(self.expr(end)?),
+            (true, Some(n)) => End::InclusiveLiteral(self.expr(end)?, n),
+            (true, None) => End::Inclusive(self.expr(end)?),
+        };
+        Ok((start, end))
     }
 
     /// `left = right` or `left op= right`.
@@ -479,23 +505,7 @@ impl Checker {
                     );
                 }
                 let index = self.expr(&ix.index)?;
-                let (op, value) = match op {
-                    None => (Store::Set, value),
-                    Some(BinOp::AddAssign(_)) => (Store::Add, value),
-                    Some(BinOp::SubAssign(_)) => (Store::Sub, value),
-                    // A read and a write, not atomic (only `+=` and `-=` are), as on fields.
-                    Some(other) => {
-                        let value = Expr::Binary {
-                            op: compound_op(other).unwrap_or("add"),
-                            native: None,
-                            left: Box::new(self.expr(left)?),
-                            right: Box::new(value),
-                            lazy: false,
-                            span,
-                        };
-                        (Store::Set, value)
-                    }
-                };
+                let (op, value) = self.element_store(left, op, value, span)?;
                 return Ok(Stmt::SharedStore {
                     name,
                     index,
@@ -508,25 +518,7 @@ impl Checker {
                 self.check_writable(&field, "writing an element")?;
                 self.check_not_block_scope(left, "a field write")?;
                 let index = self.expr(&ix.index)?;
-                let (op, value) = match op {
-                    None => (Store::Set, value),
-                    Some(BinOp::AddAssign(_)) => (Store::Add, value),
-                    Some(BinOp::SubAssign(_)) => (Store::Sub, value),
-                    // `f[i] *= v` is `f[i] = f[i] * v`: a read and a write, not atomic (only
-                    // `+=` and `-=` are). The index is pure, so reading it twice is the same.
-                    Some(other) => {
-                        let name = compound_op(other).unwrap_or("add");
-                        let value = Expr::Binary {
-                            op: name,
-                            native: None,
-                            left: Box::new(self.expr(left)?),
-                            right: Box::new(value),
-                            lazy: false,
-                            span,
-                        };
-                        (Store::Set, value)
-                    }
-                };
+                let (op, value) = self.element_store(left, op, value, span)?;
                 return Ok(Stmt::Store {
                     field,
                     index,

@@ -126,11 +126,7 @@ impl Trace {
                 start,
                 end,
                 body,
-            } => {
-                let label = var.to_string();
-                let (a, end, body) = (self.expr(start), self.end(end), self.block(body));
-                quote!(::mpm_core::trace::lanes(#label, #a, #end, |#var| #body);)
-            }
+            } => self.counted(quote!(lanes), var, start, end, body),
             Stmt::If(i) => self.if_stmt(i),
             Stmt::While { cond, body } => {
                 let (cond, body) = (self.expr(cond), self.block(body));
@@ -145,11 +141,7 @@ impl Trace {
                 start,
                 end,
                 body,
-            } => {
-                let label = var.to_string();
-                let (a, end, body) = (self.expr(start), self.end(end), self.block(body));
-                quote!(::mpm_core::trace::for_range(#label, #a, #end, |#var| #body);)
-            }
+            } => self.counted(quote!(for_range), var, start, end, body),
             Stmt::Break => quote!(::mpm_core::trace::break_();),
             // Directly in a parallel loop, `continue` ends this invocation.
             Stmt::Continue {
@@ -168,6 +160,20 @@ impl Trace {
                 quote!(let _ = #v;)
             }
         }
+    }
+
+    /// A sequential or `lanes` loop, traced by `trace::f`.
+    fn counted(
+        &self,
+        f: TokenStream,
+        var: &syn::Ident,
+        start: &Expr,
+        end: &End,
+        body: &Body,
+    ) -> TokenStream {
+        let label = var.to_string();
+        let (a, end, body) = (self.expr(start), self.end(end), self.block(body));
+        quote!(::mpm_core::trace::#f(#label, #a, #end, |#var| #body);)
     }
 
     /// The exclusive end of a sequential or `lanes` range.

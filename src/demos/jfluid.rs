@@ -16,87 +16,14 @@ use mpm_core::{BackendRef, Elem, Field, Result};
 /// [`dim3`] (mpm3d). The third stencil loop runs once in 2D.
 macro_rules! fluid_substep {
     () => {
-        /// One substep: clear, P2G with the J-based pressure, grid update, G2P.
+        /// One substep: clear, P2G with the J-based pressure, grid update, G2P. The P2G runs
+        /// either over the particles (`plain_count` of them; 0 to skip it) or through shared
+        /// tiles per block of binned particles (`bins` blocks; 0 to skip it): each block adds
+        /// its particles into tiles, which are added into the grid once per node, and a
+        /// particle whose stencil left its block's tile (it moved since it was binned) adds
+        /// into the grid directly. The unused one is an empty loop.
         #[kernel]
         pub fn substep(
-            x: &mut Field<Vec>,
-            v: &mut Field<Vec>,
-            c: &mut Field<Mat>,
-            j: &mut Field<f32>,
-            grid_v: &mut Field<Vec, D>,
-            grid_m: &mut Field<f32, D>,
-            n_grid: i32,
-            dt: f32,
-            dx: f32,
-            p_vol: f32,
-            p_mass: f32,
-            e: f32,
-            gravity: f32,
-        ) {
-            'clear: for cell in grid_m.active() {
-                grid_v[cell] = Vec::ZERO;
-                grid_m[cell] = 0.0;
-            }
-            'p2g: for p in x.indices() {
-                let (base, fx, w) = stencil(x[p] / dx, 3);
-                let wx = w[0];
-                let wy = w[1];
-                let wz = w[2];
-                let stress = -dt * 4.0 * e * p_vol * (j[p] - 1.0) / (dx * dx);
-                let affine = Mat::from_diagonal(Vec::splat(stress)) + p_mass * c[p];
-                let momentum = p_mass * v[p];
-                for i in 0..3 {
-                    for k in 0..3 {
-                        for l in 0..QUADRATIC_DEPTH {
-                            let o = offset(i, k, l);
-                            let dpos = (to_vec(o) - fx) * dx;
-                            let weight = wx[i] * wy[k] * wz[l];
-                            grid_v[base + o] += weight * (momentum + affine * dpos);
-                            grid_m[base + o] += weight * p_mass;
-                        }
-                    }
-                }
-            }
-            'grid_update: for cell in grid_m.active() {
-                let m = grid_m[cell];
-                if m > 0.0 {
-                    let mut gv = grid_v[cell] / m;
-                    gv.y -= dt * gravity;
-                    grid_v[cell] = walls(cell, gv, n_grid);
-                }
-            }
-            'g2p: for p in x.indices() {
-                let (base, fx, w) = stencil(x[p] / dx, 3);
-                let wx = w[0];
-                let wy = w[1];
-                let wz = w[2];
-                let mut new_v = Vec::ZERO;
-                let mut new_c = Mat::ZERO;
-                for i in 0..3 {
-                    for k in 0..3 {
-                        for l in 0..QUADRATIC_DEPTH {
-                            let o = offset(i, k, l);
-                            let dpos = (to_vec(o) - fx) * dx;
-                            let g_v = grid_v[base + o];
-                            let weight = wx[i] * wy[k] * wz[l];
-                            new_v += weight * g_v;
-                            new_c += (4.0 * weight / (dx * dx)) * outer(g_v, dpos);
-                        }
-                    }
-                }
-                v[p] = new_v;
-                x[p] = x[p] + dt * new_v;
-                j[p] = j[p] * (1.0 + dt * trace(new_c));
-                c[p] = new_c;
-            }
-        }
-
-        /// The substep with a tiled P2G: each block of particles (`Bins`, blocks of
-        /// `TILE_BLOCK` cells) adds into shared tiles, which are added into the grid once per
-        /// node; a particle whose stencil left its block's tile (it moved since it was
-        /// binned) adds into the grid directly.
-        #[kernel]
-        pub fn substep_tiled(
             x: &mut Field<Vec>,
             v: &mut Field<Vec>,
             c: &mut Field<Mat>,
@@ -112,6 +39,7 @@ macro_rules! fluid_substep {
             p_mass: f32,
             e: f32,
             gravity: f32,
+            plain_count: u32,
             blocks_per_axis: i32,
             bins: u32,
         ) {
@@ -119,7 +47,26 @@ macro_rules! fluid_substep {
                 grid_v[cell] = Vec::ZERO;
                 grid_m[cell] = 0.0;
             }
-            'p2g: for b in blocks(0..bins) {
+            'p2g: for p in 0..plain_count {
+                let (base, fx, w) = stencil(x[p] / dx, 3);
+                let wx = w[0];
+                let wy = w[1];
+                let wz = w[2];
+                let affine = affine_momentum(j[p], c[p], dt, dx, p_vol, p_mass, e);
+                let momentum = p_mass * v[p];
+                for i in 0..3 {
+                    for k in 0..3 {
+                        for l in 0..QUADRATIC_DEPTH {
+                            let o = offset(i, k, l);
+                            let dpos = (to_vec(o) - fx) * dx;
+                            let weight = wx[i] * wy[k] * wz[l];
+                            grid_v[base + o] += weight * (momentum + affine * dpos);
+                            grid_m[base + o] += weight * p_mass;
+                        }
+                    }
+                }
+            }
+            'p2g_tiled: for b in blocks(0..bins) {
                 let (first, end) = (starts[b], starts[b + 1]);
                 if first == end {
                     continue;
@@ -133,8 +80,7 @@ macro_rules! fluid_substep {
                     let wx = w[0];
                     let wy = w[1];
                     let wz = w[2];
-                    let stress = -dt * 4.0 * e * p_vol * (j[p] - 1.0) / (dx * dx);
-                    let affine = Mat::from_diagonal(Vec::splat(stress)) + p_mass * c[p];
+                    let affine = affine_momentum(j[p], c[p], dt, dx, p_vol, p_mass, e);
                     let momentum = p_mass * v[p];
                     let inside = in_tile(base - origin);
                     for i in 0..3 {
@@ -197,6 +143,22 @@ macro_rules! fluid_substep {
                 j[p] = j[p] * (1.0 + dt * trace(new_c));
                 c[p] = new_c;
             }
+        }
+
+        /// The affine momentum a particle scatters: the J-based pressure's stress impulse
+        /// and APIC's `m C`.
+        #[func]
+        pub fn affine_momentum(
+            j: f32,
+            c: Mat,
+            dt: f32,
+            dx: f32,
+            p_vol: f32,
+            p_mass: f32,
+            e: f32,
+        ) -> Mat {
+            let stress = -dt * 4.0 * e * p_vol * (j - 1.0) / (dx * dx);
+            Mat::from_diagonal(Vec::splat(stress)) + p_mass * c
         }
 
         /// Whether the stencil whose base node is at `local` (relative to a tile's origin)
@@ -329,7 +291,8 @@ pub mod dim3 {
 pub struct Schedule {
     /// Rewrite the particles bin by bin every this many substeps (0: never).
     pub sort_every: u32,
-    /// The tiled P2G (`substep_tiled`), the particles rebinned every substep.
+    /// The tiled P2G (the `'p2g_tiled` loop of `substep`), the particles rebinned every
+    /// substep.
     pub tiled: bool,
 }
 
@@ -363,8 +326,30 @@ type Reorder<V, M> = fn(
     u32,
 ) -> Result<()>;
 
-/// What a schedule other than the plain one keeps: the bins, and spare particle arrays to
-/// rewrite the particles into.
+/// A dimension's `substep` kernel.
+type Substep<V, M, const D: usize> = fn(
+    &mut Field<V>,
+    &mut Field<V>,
+    &mut Field<M>,
+    &mut Field<f32>,
+    &mut Field<V, D>,
+    &mut Field<f32, D>,
+    &Field<u32>,
+    &Field<u32>,
+    i32,
+    f32,
+    f32,
+    f32,
+    f32,
+    f32,
+    f32,
+    u32,
+    i32,
+    u32,
+) -> Result<()>;
+
+/// What the schedule keeps: the bins (one entry when unused), and spare particle arrays to
+/// rewrite the particles into (empty when unused).
 pub struct Blocks<V: Elem, M: Elem> {
     pub schedule: Schedule,
     pub bins: Bins,
@@ -373,24 +358,25 @@ pub struct Blocks<V: Elem, M: Elem> {
 }
 
 impl<V: Position, M: Elem> Blocks<V, M> {
-    /// `None` for the plain schedule.
     fn new(
         backend: &BackendRef,
         schedule: Schedule,
         shape: &[u32],
         block: i32,
         n: u32,
-    ) -> Result<Option<Self>> {
-        if schedule == Schedule::default() {
-            return Ok(None);
-        }
+    ) -> Result<Self> {
         let spare = match schedule.sort_every {
             0 => [0; 4],
             _ => [n; 4],
         };
-        Ok(Some(Blocks {
+        let binned = if schedule == Schedule::default() {
+            1
+        } else {
+            n
+        };
+        Ok(Blocks {
             schedule,
-            bins: Bins::new(backend, shape, block, n)?,
+            bins: Bins::new(backend, shape, block, binned)?,
             spare: (
                 Field::new(backend, [spare[0]])?,
                 Field::new(backend, [spare[1]])?,
@@ -398,7 +384,7 @@ impl<V: Position, M: Elem> Blocks<V, M> {
                 Field::new(backend, [spare[3]])?,
             ),
             since_sort: 0,
-        }))
+        })
     }
 
     /// Before a substep: rewrites the particles in block order when that is due, and
@@ -425,6 +411,47 @@ impl<V: Position, M: Elem> Blocks<V, M> {
             self.bins.update(x, n, inv_dx)?;
         }
         Ok(())
+    }
+
+    /// One substep with `kernel`, the particles `x, v, c, j` on `grid_v, grid_m` (`D`
+    /// dimensions, blocks of `block` cells).
+    #[allow(clippy::too_many_arguments)]
+    fn substep<const D: usize>(
+        &mut self,
+        kernel: Substep<V, M, D>,
+        reorder: Reorder<V, M>,
+        block: i32,
+        (x, v, c, j): (&mut Field<V>, &mut Field<V>, &mut Field<M>, &mut Field<f32>),
+        (grid_v, grid_m): (&mut Field<V, D>, &mut Field<f32, D>),
+        p: FluidParams,
+    ) -> Result<()> {
+        self.prepare((x, v, c, j), p.n_grid as f32, reorder)?;
+        let n = x.len() as u32;
+        let per_axis = p.n_grid.div_ceil(block as u32);
+        let (plain_count, bins) = match self.schedule.tiled {
+            true => (0, per_axis.pow(D as u32)),
+            false => (n, 0),
+        };
+        kernel(
+            x,
+            v,
+            c,
+            j,
+            grid_v,
+            grid_m,
+            &self.bins.order,
+            &self.bins.starts,
+            p.n_grid as i32,
+            p.dt,
+            p.dx,
+            p.p_vol,
+            p.p_mass,
+            p.e,
+            p.gravity,
+            plain_count,
+            per_axis as i32,
+            bins,
+        )
     }
 
     /// Bytes held beyond the plain schedule's.
@@ -471,7 +498,7 @@ pub struct Mpm88 {
     pub j: Field<f32>,
     pub grid_v: Field<Vec2, 2>,
     pub grid_m: Field<f32, 2>,
-    pub blocks: Option<Blocks<Vec2, Mat2>>,
+    pub blocks: Blocks<Vec2, Mat2>,
 }
 
 impl Mpm88 {
@@ -498,46 +525,13 @@ impl Mpm88 {
 
     pub fn substep(&mut self) -> Result<()> {
         let p = self.params;
-        if let Some(blocks) = &mut self.blocks {
-            let particles = (&mut self.x, &mut self.v, &mut self.c, &mut self.j);
-            blocks.prepare(particles, p.n_grid as f32, dim2::reorder)?;
-            if blocks.schedule.tiled {
-                let per_axis = p.n_grid.div_ceil(dim2::TILE_BLOCK as u32);
-                return dim2::substep_tiled(
-                    &mut self.x,
-                    &mut self.v,
-                    &mut self.c,
-                    &mut self.j,
-                    &mut self.grid_v,
-                    &mut self.grid_m,
-                    &blocks.bins.order,
-                    &blocks.bins.starts,
-                    p.n_grid as i32,
-                    p.dt,
-                    p.dx,
-                    p.p_vol,
-                    p.p_mass,
-                    p.e,
-                    p.gravity,
-                    per_axis as i32,
-                    per_axis.pow(2),
-                );
-            }
-        }
-        dim2::substep(
-            &mut self.x,
-            &mut self.v,
-            &mut self.c,
-            &mut self.j,
-            &mut self.grid_v,
-            &mut self.grid_m,
-            p.n_grid as i32,
-            p.dt,
-            p.dx,
-            p.p_vol,
-            p.p_mass,
-            p.e,
-            p.gravity,
+        self.blocks.substep(
+            dim2::substep,
+            dim2::reorder,
+            dim2::TILE_BLOCK,
+            (&mut self.x, &mut self.v, &mut self.c, &mut self.j),
+            (&mut self.grid_v, &mut self.grid_m),
+            p,
         )
     }
 }
@@ -551,7 +545,7 @@ pub struct Mpm3d {
     pub j: Field<f32>,
     pub grid_v: Field<Vec3, 3>,
     pub grid_m: Field<f32, 3>,
-    pub blocks: Option<Blocks<Vec3, Mat3>>,
+    pub blocks: Blocks<Vec3, Mat3>,
 }
 
 impl Mpm3d {
@@ -580,46 +574,13 @@ impl Mpm3d {
 
     pub fn substep(&mut self) -> Result<()> {
         let p = self.params;
-        if let Some(blocks) = &mut self.blocks {
-            let particles = (&mut self.x, &mut self.v, &mut self.c, &mut self.j);
-            blocks.prepare(particles, p.n_grid as f32, dim3::reorder)?;
-            if blocks.schedule.tiled {
-                let per_axis = p.n_grid.div_ceil(dim3::TILE_BLOCK as u32);
-                return dim3::substep_tiled(
-                    &mut self.x,
-                    &mut self.v,
-                    &mut self.c,
-                    &mut self.j,
-                    &mut self.grid_v,
-                    &mut self.grid_m,
-                    &blocks.bins.order,
-                    &blocks.bins.starts,
-                    p.n_grid as i32,
-                    p.dt,
-                    p.dx,
-                    p.p_vol,
-                    p.p_mass,
-                    p.e,
-                    p.gravity,
-                    per_axis as i32,
-                    per_axis.pow(3),
-                );
-            }
-        }
-        dim3::substep(
-            &mut self.x,
-            &mut self.v,
-            &mut self.c,
-            &mut self.j,
-            &mut self.grid_v,
-            &mut self.grid_m,
-            p.n_grid as i32,
-            p.dt,
-            p.dx,
-            p.p_vol,
-            p.p_mass,
-            p.e,
-            p.gravity,
+        self.blocks.substep(
+            dim3::substep,
+            dim3::reorder,
+            dim3::TILE_BLOCK,
+            (&mut self.x, &mut self.v, &mut self.c, &mut self.j),
+            (&mut self.grid_v, &mut self.grid_m),
+            p,
         )
     }
 }

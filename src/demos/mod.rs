@@ -65,11 +65,7 @@ impl Demo for jfluid::Mpm88 {
     fn memory(&self) -> (usize, usize) {
         (
             self.grid_v.bytes() + self.grid_m.bytes(),
-            self.x.bytes()
-                + self.v.bytes()
-                + self.c.bytes()
-                + self.j.bytes()
-                + self.blocks.as_ref().map_or(0, |b| b.bytes()),
+            self.x.bytes() + self.v.bytes() + self.c.bytes() + self.j.bytes() + self.blocks.bytes(),
         )
     }
 }
@@ -91,11 +87,7 @@ impl Demo for jfluid::Mpm3d {
     fn memory(&self) -> (usize, usize) {
         (
             self.grid_v.bytes() + self.grid_m.bytes(),
-            self.x.bytes()
-                + self.v.bytes()
-                + self.c.bytes()
-                + self.j.bytes()
-                + self.blocks.as_ref().map_or(0, |b| b.bytes()),
+            self.x.bytes() + self.v.bytes() + self.c.bytes() + self.j.bytes() + self.blocks.bytes(),
         )
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use mpm::core::types::{to_words, Scalar};
 use mpm::core::Elem;
 use mpm::glam::{IVec2, IVec3, Mat2, Mat3, UVec2, UVec3, Vec2, Vec3, Vec4};
-use mpm::{BackendRef, VulkanBackend, VulkanOptions};
+use mpm::{func, BackendRef, VulkanBackend, VulkanOptions};
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 
@@ -350,4 +350,41 @@ impl Gen {
     pub fn many<T>(&mut self, n: usize, f: impl Fn(&mut Gen) -> T) -> Vec<T> {
         (0..n).map(|_| f(self)).collect()
     }
+}
+
+/// Quadratic B-spline weights per axis of a particle `fx` cells past its stencil's base.
+#[func]
+pub fn weights(fx: Vec2) -> [Vec2; 3] {
+    let a = Vec2::splat(1.5) - fx;
+    let b = fx - Vec2::splat(1.0);
+    let c = fx - Vec2::splat(0.5);
+    [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c]
+}
+
+/// A quadratic P2G of unit-mass particles at `x` with velocities `v` onto a `res`^2 grid
+/// (cells `1 / res` wide), summed in f64 on the host: per node the mass, the momentum and
+/// the sum of the terms' magnitudes (for the bound `2 n 2^-24 sum |terms|` that any order
+/// of f32 additions stays within).
+pub fn exact_p2g(x: &[Vec2], v: &[Vec2], res: u32) -> (Vec<f64>, Vec<[f64; 2]>, Vec<f64>) {
+    let cells = (res * res) as usize;
+    let (mut m, mut mv, mut mag) = (vec![0f64; cells], vec![[0f64; 2]; cells], vec![0f64; cells]);
+    for (xp, vp) in x.iter().zip(v) {
+        let xp = *xp * res as f32;
+        let base = (xp - 0.5).floor().as_ivec2();
+        let fx = xp - base.as_vec2();
+        let (a, b, c) = (Vec2::splat(1.5) - fx, fx - Vec2::ONE, fx - Vec2::splat(0.5));
+        let w = [0.5 * a * a, Vec2::splat(0.75) - b * b, 0.5 * c * c];
+        for i in 0..3 {
+            for j in 0..3 {
+                let c = base + IVec2::new(i, j);
+                let k = (c.x as u32 * res + c.y as u32) as usize;
+                let weight = (w[i as usize].x * w[j as usize].y) as f64;
+                m[k] += weight;
+                mv[k][0] += weight * vp.x as f64;
+                mv[k][1] += weight * vp.y as f64;
+                mag[k] += weight * (1.0 + vp.length() as f64);
+            }
+        }
+    }
+    (m, mv, mag)
 }
