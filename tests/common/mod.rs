@@ -365,7 +365,7 @@ pub fn weights(fx: Vec2) -> [Vec2; 3] {
 /// (cells `1 / res` wide), summed in f64 on the host: per node the mass, the momentum and
 /// the sum of the terms' magnitudes (for the bound `2 n 2^-24 sum |terms|` that any order
 /// of f32 additions stays within).
-pub fn exact_p2g(x: &[Vec2], v: &[Vec2], res: u32) -> (Vec<f64>, Vec<[f64; 2]>, Vec<f64>) {
+pub fn exact_p2g(x: &[Vec2], v: &[Vec2], res: u32) -> ExactP2g {
     let cells = (res * res) as usize;
     let (mut m, mut mv, mut mag) = (vec![0f64; cells], vec![[0f64; 2]; cells], vec![0f64; cells]);
     for (xp, vp) in x.iter().zip(v) {
@@ -386,5 +386,39 @@ pub fn exact_p2g(x: &[Vec2], v: &[Vec2], res: u32) -> (Vec<f64>, Vec<[f64; 2]>, 
             }
         }
     }
-    (m, mv, mag)
+    ExactP2g { m, mv, mag }
+}
+
+/// A P2G's sums in f64 (see [`exact_p2g`]).
+pub struct ExactP2g {
+    pub m: Vec<f64>,
+    pub mv: Vec<[f64; 2]>,
+    pub mag: Vec<f64>,
+}
+
+impl ExactP2g {
+    /// Every node of a P2G of `n` particles that `backend` computed (`gm`, `gmv`) is within
+    /// the order-independent bound `2 n 2^-24 sum |terms|` of the exact sums.
+    pub fn check(
+        &self,
+        backend: &str,
+        n: usize,
+        gm: &[f32],
+        gmv: &[Vec2],
+    ) -> Result<(), TestCaseError> {
+        for k in 0..self.m.len() {
+            let bound = 2.0 * n as f64 * self.mag[k] / 16777216.0 + 1e-9;
+            let err = (gm[k] as f64 - self.m[k])
+                .abs()
+                .max((gmv[k].x as f64 - self.mv[k][0]).abs())
+                .max((gmv[k].y as f64 - self.mv[k][1]).abs());
+            if err > bound {
+                return Err(TestCaseError::fail(format!(
+                    "{backend}: node {k}: mass {} mv {:?}, exact {} {:?}",
+                    gm[k], gmv[k], self.m[k], self.mv[k]
+                )));
+            }
+        }
+        Ok(())
+    }
 }
