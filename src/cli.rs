@@ -36,8 +36,7 @@ pub struct RunArgs {
 /// How the J-fluid benchmark scenes (mpm88, mpm3d) schedule their substep.
 #[derive(Args, Debug, Clone)]
 pub struct ScheduleArgs {
-    /// Rewrite the particles in grid-block order every N substeps (0: never; default: every
-    /// 16 on Vulkan, never on the CPU, whose runs it would make depend on scheduling).
+    /// Rewrite the particles in grid-block order every N substeps (0: never; default 16).
     #[arg(long)]
     pub sort_every: Option<u32>,
     /// P2G through shared tiles of each block's particles (rebinned every substep).

@@ -55,6 +55,32 @@ pub fn exclusive_scan(
 pub mod dim2;
 pub mod dim3;
 
+/// Sorts each bin's entries of `order` by particle index, so that a bin lists its particles
+/// in a fixed order whatever order the counting sort's atomics left (a Shell sort per bin,
+/// gaps 1, 4, 13, 40, ..: no bin's size makes it quadratic).
+#[kernel]
+pub fn sort_within_bins(order: &mut Field<u32>, starts: &Field<u32>, bins: u32) {
+    for b in 0..bins {
+        let (first, end) = (starts[b], starts[b + 1]);
+        let mut gap = 1u32;
+        while gap * 3 + 1 < end - first {
+            gap = gap * 3 + 1;
+        }
+        while gap > 0 {
+            for i in first + gap..end {
+                let key = order[i];
+                let mut k = i;
+                while k >= first + gap && order[k - gap] > key {
+                    order[k] = order[k - gap];
+                    k -= gap;
+                }
+                order[k] = key;
+            }
+            gap /= 3;
+        }
+    }
+}
+
 /// A dimension's `count_bins` kernel.
 pub type CountBins<V> =
     fn(&Field<V>, &mut Field<u32>, &mut Field<u32>, u32, u32, f32, IVec3, i32) -> Result<()>;
@@ -96,6 +122,8 @@ pub struct Bins {
     /// The particle count of the last update, and the calls of [`Bins::refresh`] since.
     binned: Option<u32>,
     since: u32,
+    /// See [`Bins::stable`].
+    stable: bool,
 }
 
 impl Bins {
@@ -122,7 +150,16 @@ impl Bins {
             bins,
             binned: None,
             since: 0,
+            stable: false,
         })
+    }
+
+    /// Each bin lists its particles by increasing index after every update (an extra pass,
+    /// [`sort_within_bins`]), instead of in the order the counting sort's atomics left,
+    /// which depends on scheduling: for runs whose results must not (the CPU's).
+    pub fn stable(mut self) -> Self {
+        self.stable = true;
+        self
     }
 
     /// The block size, for `grid.bins(order, starts, block)`.
@@ -202,6 +239,9 @@ impl Bins {
             self.shape,
             self.block,
         )?;
+        if self.stable {
+            sort_within_bins(&mut self.order, &self.starts, self.bins)?;
+        }
         (self.binned, self.since) = (Some(count), 0);
         Ok(())
     }
