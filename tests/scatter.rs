@@ -132,3 +132,43 @@ fn the_label_claims_only_what_holds() {
         one.describe()
     );
 }
+
+/// Adds `n` ones into `counts` (`len` words), from word `first` on, every `stride`-th word
+/// (wrapping).
+#[kernel]
+fn strided_ones(counts: &mut Field<u32>, n: u32, first: u32, stride: u32, len: u32) {
+    for k in 0..n {
+        counts[(first + k * stride) % len] += 1u32;
+    }
+}
+
+/// Only the span of words a chunk's adds reached is summed and zeroed after a launch: launch
+/// after launch into spans that move, grow and shrink (one word, a few, the whole field,
+/// wrapping around), every count stays exact and no copy keeps a stale add for the next.
+#[test]
+fn each_launch_sums_exactly_the_words_its_adds_reached() {
+    let b: BackendRef = Arc::new(CpuBackend::with_threads(3).expect("pool"));
+    let len = 50_000u32;
+    let mut counts = Field::<u32>::new(&b, [len]).expect("counts");
+    let mut model = vec![0u32; len as usize];
+    let launches = [
+        (1, 17, 1),
+        (5_000, 40_000, 1),
+        (120_000, 3, 7),
+        (10, 49_990, 3),
+        (3, 25_000, 20_000),
+        (0, 0, 1),
+        (70_000, 11, 13),
+    ];
+    for (n, first, stride) in launches {
+        strided_ones(&mut counts, n, first, stride, len).expect("launch");
+        for k in 0..n as u64 {
+            model[((first as u64 + k * stride as u64) % len as u64) as usize] += 1;
+        }
+        assert_eq!(
+            counts.download().expect("counts"),
+            model,
+            "after {n} adds from {first} by {stride}"
+        );
+    }
+}

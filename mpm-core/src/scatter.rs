@@ -9,9 +9,12 @@
 //! does not grow during a launch: a block keeps its place in the pool and in every copy.
 //! Fields whose copies would take too much memory keep the shared atomics. Copies are
 //! zeroed after the reduction and kept for the next launch (fresh zeroed pages cost a page
-//! fault each).
+//! fault each). Each copy records the span of words its chunk added into: only that span
+//! is summed and zeroed afterwards (a copy no add reached costs nothing; a P2G's copies span
+//! the rows its particles occupy, not the whole grid).
 
 use std::cell::Cell;
+use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Mutex;
 
@@ -35,13 +38,16 @@ fn zeroed(words: usize) -> Vec<u32> {
     spare.unwrap_or_else(|| vec![0u32; words])
 }
 
-/// Zeroes `copies` and keeps them for later launches; past the budget the oldest spares go
-/// (those of a sparse pool's earlier size, say).
-fn keep(copies: Vec<Vec<u32>>) {
+/// Zeroes words `span` of `copies` (the others are zero already) and keeps them for later
+/// launches; past the budget the oldest spares go (those of a sparse pool's earlier size,
+/// say).
+fn keep(copies: Vec<Vec<u32>>, span: Range<usize>) {
     let mut copies = copies;
-    copies
-        .par_iter_mut()
-        .for_each(|c| c.par_chunks_mut(1 << 14).for_each(|c| c.fill(0)));
+    copies.par_iter_mut().for_each(|c| {
+        c[span.clone()]
+            .par_chunks_mut(1 << 14)
+            .for_each(|c| c.fill(0))
+    });
     if let Ok(mut spare) = SPARE.lock() {
         spare.extend(copies);
         let mut held: usize = spare.iter().map(Vec::len).sum();
@@ -55,8 +61,34 @@ fn keep(copies: Vec<Vec<u32>>) {
 pub trait ScatterField: Sync {
     /// Words of one private copy, or `None` when the field keeps shared atomics.
     fn private_words(&self, chunks: usize) -> Option<usize>;
-    /// Adds the copies into the field, word by word in chunk order.
-    fn reduce(&self, copies: &[Vec<u32>]);
+    /// Adds words `span` of the copies into the field, word by word in chunk order.
+    fn reduce(&self, copies: &[Vec<u32>], span: Range<usize>);
+}
+
+/// One chunk's private copy of a field and the span of words its adds reached, or none
+/// (the field keeps shared atomics).
+#[derive(Clone, Copy)]
+pub struct Copy<'c>(Option<(&'c [Cell<u32>], &'c Span)>);
+
+/// The words `lo..hi` of a copy that adds reached (empty while `lo >= hi`).
+pub struct Span {
+    lo: Cell<usize>,
+    hi: Cell<usize>,
+}
+
+impl Span {
+    fn empty() -> Span {
+        Span {
+            lo: Cell::new(usize::MAX),
+            hi: Cell::new(0),
+        }
+    }
+
+    #[inline(always)]
+    fn include(&self, lo: usize, hi: usize) {
+        self.lo.set(self.lo.get().min(lo));
+        self.hi.set(self.hi.get().max(hi));
+    }
 }
 
 impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
@@ -67,14 +99,15 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
         (words * chunks <= BUDGET_WORDS).then_some(words)
     }
 
-    fn reduce(&self, copies: &[Vec<u32>]) {
-        let words = self.storage();
+    fn reduce(&self, copies: &[Vec<u32>], span: Range<usize>) {
+        let words = &self.storage()[span.clone()];
         let float = T::SCALAR == Scalar::F32;
         words
             .par_iter()
             .enumerate()
             .with_min_len(4096)
-            .for_each(|(w, cell)| {
+            .for_each(|(k, cell)| {
+                let w = span.start + k;
                 if copies.iter().all(|c| c[w] == 0) {
                     return;
                 }
@@ -90,11 +123,11 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
 /// privatised.
 pub struct ScatterView<'l, 'v, 'a, T, const D: usize> {
     local: &'l Access<'v, 'a, T, D>,
-    copy: &'l [Cell<u32>],
+    copy: Copy<'l>,
 }
 
 impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
-    pub fn new(local: &'l Access<'v, 'a, T, D>, copy: &'l [Cell<u32>]) -> Self {
+    pub fn new(local: &'l Access<'v, 'a, T, D>, copy: Copy<'l>) -> Self {
         ScatterView { local, copy }
     }
 
@@ -121,19 +154,20 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
     where
         T: AtomicAdd,
     {
-        if self.copy.is_empty() {
+        let Some((copy, span)) = self.copy.0 else {
             return match subtract {
                 false => self.local.atomic_add(index, value),
                 true => self.local.atomic_sub(index, value),
             };
-        }
+        };
         let Some(base) = self.local.base_for_add(index) else {
             return;
         };
+        span.include(base, base + T::WORDS);
         let mut w = [0u32; 16];
         value.write_words(&mut w[..T::WORDS]);
         let float = T::SCALAR == Scalar::F32;
-        for (word, cell) in w[..T::WORDS].iter().zip(&self.copy[base..base + T::WORDS]) {
+        for (word, cell) in w[..T::WORDS].iter().zip(&copy[base..base + T::WORDS]) {
             cell.set(sum_word(
                 cell.get(),
                 increment(*word, float, subtract),
@@ -155,7 +189,7 @@ pub fn par_scatter<I: LoopInt, S>(
     inclusive: bool,
     fields: &[&dyn ScatterField],
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, &[&[Cell<u32>]], I) + Sync + Send,
+    body: impl Fn(&S, &[Copy<'_>], I) + Sync + Send,
 ) {
     let range = loop_range(start, end, inclusive);
     // Nothing to add: no copies to fill and sum (a grid's worth of words).
@@ -168,7 +202,7 @@ pub fn par_scatter<I: LoopInt, S>(
             .into_par_iter()
             .with_min_len(64)
             .for_each_init(
-                || (init(), vec![<&[Cell<u32>]>::default(); n]),
+                || (init(), vec![Copy(None); n]),
                 |(state, none), k| body(state, none, I::from_i64(range.start + k as i64)),
             );
     }
@@ -179,28 +213,45 @@ pub fn par_scatter<I: LoopInt, S>(
         .map(|_| sizes.iter().map(|s| zeroed(s.unwrap_or(0))).collect())
         .collect();
     let n = range.count;
-    copies.par_iter_mut().enumerate().for_each(|(c, mine)| {
-        let cells: Vec<&[Cell<u32>]> = mine
-            .iter_mut()
-            .map(|v| Cell::from_mut(v.as_mut_slice()).as_slice_of_cells())
-            .collect();
-        let state = init();
-        let (lo, hi) = (
-            n * c as u64 / chunks as u64,
-            n * (c as u64 + 1) / chunks as u64,
-        );
-        for k in lo..hi {
-            body(&state, &cells, I::from_i64(range.start + k as i64));
-        }
-    });
+    // spans[chunk][field]: the words each chunk's adds reached.
+    let spans: Vec<Vec<(usize, usize)>> = copies
+        .par_iter_mut()
+        .enumerate()
+        .map(|(c, mine)| {
+            let spans: Vec<Span> = mine.iter().map(|_| Span::empty()).collect();
+            let cells: Vec<Copy<'_>> = mine
+                .iter_mut()
+                .zip(&spans)
+                .map(|(v, span)| {
+                    // An empty copy: the field keeps shared atomics.
+                    let words = Cell::from_mut(v.as_mut_slice()).as_slice_of_cells();
+                    Copy((!words.is_empty()).then_some((words, span)))
+                })
+                .collect();
+            let state = init();
+            let (lo, hi) = (
+                n * c as u64 / chunks as u64,
+                n * (c as u64 + 1) / chunks as u64,
+            );
+            for k in lo..hi {
+                body(&state, &cells, I::from_i64(range.start + k as i64));
+            }
+            drop(cells);
+            spans.iter().map(|s| (s.lo.get(), s.hi.get())).collect()
+        })
+        .collect();
     for (f, field) in fields.iter().enumerate() {
         if sizes[f].is_some() {
             let per_field: Vec<Vec<u32>> = copies
                 .iter_mut()
                 .map(|c| std::mem::take(&mut c[f]))
                 .collect();
-            field.reduce(&per_field);
-            keep(per_field);
+            let lo = spans.iter().map(|s| s[f].0).min().unwrap_or(usize::MAX);
+            let hi = spans.iter().map(|s| s[f].1).max().unwrap_or(0);
+            // Words outside the span were not added into: zero in every copy.
+            let span = lo.min(hi)..hi;
+            field.reduce(&per_field, span.clone());
+            keep(per_field, span);
         }
     }
 }
@@ -214,7 +265,7 @@ mod tests {
         // An odd size no other test's field has, so that only this test takes it back.
         let words = 12_347;
         let used = vec![vec![7u32; words], vec![u32::MAX; words]];
-        keep(used);
+        keep(used, 0..words);
         for _ in 0..2 {
             let c = zeroed(words);
             assert_eq!(c.len(), words);
