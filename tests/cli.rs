@@ -480,3 +480,29 @@ fn stale_frames_of_an_earlier_run_are_named() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Output into a pipe whose reader has gone (`mpm info | head -1`) ends the program quietly,
+/// killed by SIGPIPE as other Unix tools are, instead of a panic on the next print.
+#[cfg(unix)]
+#[test]
+fn a_closed_output_pipe_ends_the_program_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mpm"))
+        .args(["info", &repo("scenes/multi_material_3d.toml")])
+        .env("MPM_BACKEND", "cpu")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the mpm binary runs");
+    // Close the reading end before the program prints.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("mpm ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(13),
+        "ended by SIGPIPE: {:?}",
+        out.status
+    );
+}
