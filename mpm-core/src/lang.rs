@@ -470,6 +470,23 @@ impl Indexable for Mat3 {
 pub fn index<T: Indexable>(a: T, i: impl LocalIndex) -> T::Item {
     a.at(i.clamped(T::len_()))
 }
+/// Bytes a block loop's shared array may take: GPUs give a workgroup 32 to 64 KiB (checked
+/// per device at launch), and on the CPU the array lives on a worker's stack.
+pub const MAX_SHARED_BYTES: usize = 1 << 20;
+
+/// A block's shared array on the CPU (the worker's own: one worker runs the whole block);
+/// one larger than [`MAX_SHARED_BYTES`] does not compile, rather than overflow the stack.
+#[inline(always)]
+pub fn shared_array<T, const N: usize>(a: [T; N]) -> [T; N] {
+    const {
+        assert!(
+            N * std::mem::size_of::<T>() <= MAX_SHARED_BYTES,
+            "a shared array takes at most 1 MiB (GPUs allow 32 to 64 KiB per block)"
+        )
+    };
+    a
+}
+
 /// `a[i]` read in place (a block's shared array, which may be too large to copy per read).
 #[inline(always)]
 pub fn index_ref<T: Indexable>(a: &T, i: impl LocalIndex) -> T::Item {

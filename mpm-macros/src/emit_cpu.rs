@@ -84,7 +84,7 @@ pub fn stmt(s: &Stmt) -> TokenStream {
         // A block's shared array is the worker's own array: one worker runs the whole block.
         Stmt::Shared { name, fill, len } => {
             let fill = expr(fill);
-            quote!(let mut #name = [#fill; #len];)
+            quote!(let mut #name = ::mpm_core::lang::shared_array([#fill; #len]);)
         }
         // The index and value first: they may read the array that the place borrows.
         Stmt::SharedStore {
