@@ -264,14 +264,17 @@ fn check_2d(be: &BackendRef, layout: &Layout<2>, ops: &[Op]) -> Result<(), Error
     let mut value = Field::<f32, 2>::new(be, shape)?;
     let mut visits = Field::<i32, 2>::new(be, shape)?;
     for op in ops {
-        // A pool at least twice the blocks one operation can activate always fits it: growth
-        // keeps every pool at most half full after each launch.
+        // Growth keeps every pool at most half full after each launch, so a pool of 2 T b
+        // blocks has T b free: enough for the b blocks one operation can activate and for
+        // the blocks that contenders lost the race for a slot with (at most T - 1 per slot
+        // with T workers, given back only after the launch).
         let cells = match op {
             Op::Write(l) | Op::Add(l) => l.len(),
             Op::Activate(l) => l.len(),
             _ => 0,
         };
-        tree.reserve(2 * cells as u32)?;
+        let workers = rayon::current_num_threads().max(2);
+        tree.reserve((2 * workers * cells) as u32)?;
         match op {
             Op::Write(list) => {
                 // Distinct cells: several writes of one cell in a launch race.

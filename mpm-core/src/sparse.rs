@@ -367,6 +367,11 @@ impl<'a> Sparse<'a> {
         } else {
             let fresh = self.w(pool.counter).fetch_add(1, Relaxed);
             if fresh >= pool.capacity {
+                // Out of blocks: fine if another worker installed one meanwhile (as on the GPU).
+                let child = self.w(p.table + cell).load(Relaxed);
+                if child != EMPTY {
+                    return Some(child);
+                }
                 let _ = self
                     .w(STATUS)
                     .compare_exchange(0, k as u32 + 1, Relaxed, Relaxed);
