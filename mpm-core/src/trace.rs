@@ -391,13 +391,7 @@ pub fn shared_load<T: Elem>(s: &Shared<T>, i: impl LocalIndex) -> Expr<T> {
 
 /// `tile[i] = value` on a shared array.
 pub fn shared_store<T: Elem, A: IntoExpr<T>>(s: &Shared<T>, i: impl LocalIndex, value: A) {
-    let (index, value) = (i.index_expr(), value.into_expr());
-    push_stmt(Stmt::SharedStore {
-        var: s.var,
-        index,
-        value: value.id,
-        add: false,
-    });
+    shared_write(s, i, value.into_expr(), false);
 }
 
 /// `tile[i] += value` on a shared array (atomic among the block's lanes).
@@ -406,12 +400,16 @@ pub fn shared_add<T: crate::host::AtomicAdd, A: IntoExpr<T>>(
     i: impl LocalIndex,
     value: A,
 ) {
-    let (index, value) = (i.index_expr(), value.into_expr());
+    shared_write(s, i, value.into_expr(), true);
+}
+
+/// A store into (or with `add`, an add into) element `i` of a shared array.
+fn shared_write<T>(s: &Shared<T>, i: impl LocalIndex, value: Expr<T>, add: bool) {
     push_stmt(Stmt::SharedStore {
         var: s.var,
-        index,
+        index: i.index_expr(),
         value: value.id,
-        add: true,
+        add,
     });
 }
 

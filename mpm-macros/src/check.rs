@@ -1144,27 +1144,28 @@ impl Checker {
                     (Some(syn::Expr::Range(r)), 1) => r,
                     _ => return err(c, "`blocks` takes a range: `for b in blocks(0..n)`"),
                 };
-                let (Some(a), Some(b)) = (&r.start, &r.end) else {
-                    return err(
-                        r,
-                        "the range of a block loop needs both ends: `blocks(a..b)`",
-                    );
-                };
-                check_host_bound(a, scalars, "the bounds of a block loop are")?;
-                check_host_bound(b, scalars, "the bounds of a block loop are")?;
-                let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
-                let range = Domain::Blocks(self.expr(a)?, self.expr(b)?, inclusive);
-                (range, scatter_only(&fl.body, &self.fields))
+                let (a, b, inclusive) = self.host_range(
+                    r,
+                    scalars,
+                    "the range of a block loop needs both ends: `blocks(a..b)`",
+                    "the bounds of a block loop are",
+                )?;
+                (
+                    Domain::Blocks(a, b, inclusive),
+                    scatter_only(&fl.body, &self.fields),
+                )
             }
             syn::Expr::Range(r) => {
-                let (Some(a), Some(b)) = (&r.start, &r.end) else {
-                    return err(r, "a parallel range needs both ends: `a..b` or `a..=b`");
-                };
-                check_host_bound(a, scalars, "the bounds of a parallel range are")?;
-                check_host_bound(b, scalars, "the bounds of a parallel range are")?;
-                let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
-                let range = Domain::Range(self.expr(a)?, self.expr(b)?, inclusive);
-                (range, scatter_only(&fl.body, &self.fields))
+                let (a, b, inclusive) = self.host_range(
+                    r,
+                    scalars,
+                    "a parallel range needs both ends: `a..b` or `a..=b`",
+                    "the bounds of a parallel range are",
+                )?;
+                (
+                    Domain::Range(a, b, inclusive),
+                    scatter_only(&fl.body, &self.fields),
+                )
             }
             other => {
                 return err(other, "a top-level loop runs over `field.indices()`, `field.active()`, `grid.bins(order, starts, block)`, a range `a..b` / `a..=b` or `blocks(a..b)`");
@@ -1179,6 +1180,26 @@ impl Checker {
             scatter,
             adds: field_adds(&fl.body, &self.fields).0,
         }))
+    }
+}
+
+impl Checker {
+    /// A top-level loop's range, whose bounds the host computes: its start, end and whether
+    /// it is inclusive (`open` is the error for a missing end, `what` names the bounds).
+    fn host_range(
+        &mut self,
+        r: &syn::ExprRange,
+        scalars: &HashSet<String>,
+        open: &str,
+        what: &str,
+    ) -> Result<(Expr, Expr, bool)> {
+        let (Some(a), Some(b)) = (&r.start, &r.end) else {
+            return err(r, open);
+        };
+        check_host_bound(a, scalars, what)?;
+        check_host_bound(b, scalars, what)?;
+        let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
+        Ok((self.expr(a)?, self.expr(b)?, inclusive))
     }
 }
 

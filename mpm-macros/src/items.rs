@@ -124,18 +124,14 @@ fn cpu_loop(l: &ParLoop) -> TokenStream {
             quote!(::mpm_core::host::par_indices(&#field, #init, #worker);)
         }
         Domain::Indices(field) => scatter_range(quote!(0u32), quote!(#field.shape()[0]), false),
-        Domain::Range(a, b, inclusive) => {
+        Domain::Range(a, b, inclusive) | Domain::Blocks(a, b, inclusive) => {
             let (a, b) = (emit_cpu::expr(a), emit_cpu::expr(b));
+            let f = match l.domain {
+                Domain::Blocks(..) => quote!(par_blocks),
+                _ => quote!(par_for),
+            };
             if scatter.is_empty() {
-                quote!(::mpm_core::host::par_for(#a, #b, #inclusive, #init, #worker);)
-            } else {
-                scatter_range(a, b, *inclusive)
-            }
-        }
-        Domain::Blocks(a, b, inclusive) => {
-            let (a, b) = (emit_cpu::expr(a), emit_cpu::expr(b));
-            if scatter.is_empty() {
-                quote!(::mpm_core::host::par_blocks(#a, #b, #inclusive, #init, #worker);)
+                quote!(::mpm_core::host::#f(#a, #b, #inclusive, #init, #worker);)
             } else {
                 scatter_range(a, b, *inclusive)
             }

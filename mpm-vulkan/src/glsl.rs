@@ -499,6 +499,9 @@ struct Printer<'k> {
     structs: String,
     /// Return type of the func being printed (None in `main`).
     func_ret: Option<Ty>,
+    /// The statement just printed ended with a barrier (a `lanes` loop or a shared array's
+    /// fill): a `lanes` loop or fill right after it needs no barrier of its own first.
+    fenced: bool,
 }
 
 fn scalar_name(s: Scalar) -> &'static str {
@@ -588,6 +591,7 @@ impl<'k> Printer<'k> {
             tuples: Vec::new(),
             structs: String::new(),
             func_ret: None,
+            fenced: false,
         }
     }
 
@@ -767,12 +771,17 @@ impl<'k> Printer<'k> {
         }
     }
 
+    /// The length and element type of shared array `var`.
+    fn shared_array(&self, var: VarId) -> (u32, Ty) {
+        match &self.k.var(var).ty {
+            Ty::Array(t, n) => (*n, (**t).clone()),
+            t => (1, t.clone()),
+        }
+    }
+
     /// The index into shared array `var`, clamped into range, as a uint.
     fn shared_index(&mut self, var: VarId, i: ExprId) -> String {
-        let len = match &self.k.var(var).ty {
-            Ty::Array(_, n) => *n,
-            _ => 1,
-        };
+        let (len, _) = self.shared_array(var);
         let idx = self.clamped_index(i, len);
         match self.ety(i) {
             Ty::Scalar(Scalar::U32) => idx,
@@ -1035,6 +1044,8 @@ impl<'k> Printer<'k> {
 
     fn stmt(&mut self, s: &Stmt, d: usize, out: &mut String) {
         let ind = indent(d);
+        let fenced = std::mem::take(&mut self.fenced);
+        let mut fences = false;
         match s {
             Stmt::Let { var, init } => {
                 let t = self.ty(&self.k.var(*var).ty);
@@ -1131,19 +1142,19 @@ impl<'k> Printer<'k> {
                 writeln!(out, "{ind}    }}").unwrap();
                 writeln!(out, "{ind}}}").unwrap();
             }
-            // Every lane fills its share of the array; the barrier before it lets lanes finish
-            // reading an earlier fill (a declaration in a sequential loop).
+            // Every lane fills its share of the array; the barrier before it (unless the
+            // statement before ended with one) lets lanes finish reading an earlier fill (a
+            // declaration in a sequential loop).
             Stmt::Shared { var, fill } => {
-                let (len, elem) = match &self.k.var(*var).ty {
-                    Ty::Array(t, n) => (*n, (**t).clone()),
-                    t => (1, t.clone()),
-                };
+                let (len, elem) = self.shared_array(*var);
                 let t = self.ty(&elem);
                 let v = self.expr(*fill);
                 let ls = self.opts.local_size;
+                if !fenced {
+                    writeln!(out, "{ind}barrier();").unwrap();
+                }
                 let lines = [
-                    "barrier();".to_string(),
-                    "{".into(),
+                    "{".to_string(),
                     format!("    {t} mpm_fill = {v};"),
                     format!("    for (uint mpm_k = gl_LocalInvocationIndex; mpm_k < {len}u; mpm_k += {ls}u) {{"),
                     format!("        mpm_sh{var}_store(mpm_k, mpm_fill);"),
@@ -1154,6 +1165,7 @@ impl<'k> Printer<'k> {
                 for line in lines {
                     writeln!(out, "{ind}{line}").unwrap();
                 }
+                fences = true;
             }
             Stmt::SharedStore {
                 var,
@@ -1168,7 +1180,8 @@ impl<'k> Printer<'k> {
             }
             // The iterations strided over the workgroup, counted in uint so that no range
             // overflows; barriers on both sides (lanes may have read shared values at block
-            // scope before, and read what others wrote after).
+            // scope before, and read what others wrote after), the one before left out when
+            // the statement before ended with one.
             Stmt::Lanes {
                 var,
                 start,
@@ -1180,10 +1193,11 @@ impl<'k> Printer<'k> {
                 let (a, e) = (self.expr(*start), self.expr(*end));
                 let ls = self.opts.local_size;
                 let (k, n) = (format!("mpm_k{var}"), format!("mpm_n{var}"));
+                if !fenced {
+                    writeln!(out, "{ind}memoryBarrierBuffer();\n{ind}barrier();").unwrap();
+                }
                 let head = [
-                    "memoryBarrierBuffer();".to_string(),
-                    "barrier();".into(),
-                    "{".into(),
+                    "{".to_string(),
                     format!("    {t} mpm_a{var} = {a};"),
                     format!("    {t} mpm_e{var} = {e};"),
                     format!("    uint {n} = mpm_e{var} > mpm_a{var} ? uint(mpm_e{var}) - uint(mpm_a{var}) : 0u;"),
@@ -1197,6 +1211,7 @@ impl<'k> Printer<'k> {
                 for line in ["    }", "}", "memoryBarrierBuffer();", "barrier();"] {
                     writeln!(out, "{ind}{line}").unwrap();
                 }
+                fences = true;
             }
             Stmt::While { cond, body } => {
                 let c = self.expr(*cond);
@@ -1218,6 +1233,7 @@ impl<'k> Printer<'k> {
                 writeln!(out, "{ind}return {v};").unwrap();
             }
         }
+        self.fenced = fences;
     }
 
     fn func(&mut self, idx: usize, out: &mut String) {
@@ -1666,10 +1682,7 @@ impl<'k> Printer<'k> {
     /// floats can be a compare-and-swap loop) and its load, store and add.
     fn shared_helpers(&mut self, l: usize, out: &mut String) {
         for var in shared_vars(&self.k.loops[l].body) {
-            let (len, elem) = match &self.k.var(var).ty {
-                Ty::Array(t, n) => (*n, (**t).clone()),
-                t => (1, t.clone()),
-            };
+            let (len, elem) = self.shared_array(var);
             let (w, sc, et) = (
                 elem.words(),
                 elem.scalar().unwrap_or(Scalar::U32),
