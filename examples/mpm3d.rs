@@ -30,7 +30,7 @@ fn main() -> ExitCode {
             b,
             cli.n_grid,
             cli.run.seed,
-            cli.schedule.schedule(b),
+            cli.schedule.schedule(),
         )?))
     }))
 }

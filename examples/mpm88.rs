@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         Ok(Box::new(Mpm88::new(
             b,
             cli.run.seed,
-            cli.schedule.schedule(b),
+            cli.schedule.schedule(),
         )?))
     }))
 }

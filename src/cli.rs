@@ -36,20 +36,18 @@ pub struct RunArgs {
 /// How the J-fluid benchmark scenes (mpm88, mpm3d) schedule their substep.
 #[derive(Args, Debug, Clone)]
 pub struct ScheduleArgs {
-    /// Rewrite the particles in grid-block order every N substeps (0: never; default 16).
-    #[arg(long)]
-    pub sort_every: Option<u32>,
+    /// Rewrite the particles in grid-block order every N substeps (0: never).
+    #[arg(long, default_value_t = crate::demos::jfluid::Schedule::FASTEST.sort_every)]
+    pub sort_every: u32,
     /// P2G through shared tiles of each block's particles (rebinned every substep).
     #[arg(long)]
     pub tiled: bool,
 }
 
 impl ScheduleArgs {
-    /// The schedule on `backend`.
-    pub fn schedule(&self, backend: &BackendRef) -> crate::demos::jfluid::Schedule {
-        let default = crate::demos::jfluid::Schedule::for_backend(backend);
+    pub fn schedule(&self) -> crate::demos::jfluid::Schedule {
         crate::demos::jfluid::Schedule {
-            sort_every: self.sort_every.unwrap_or(default.sort_every),
+            sort_every: self.sort_every,
             tiled: self.tiled,
         }
     }

@@ -729,7 +729,7 @@ pub fn bench(opts: &BenchOptions) -> Result<Vec<BenchRow>, AnyError> {
             Ok(Box::new(demos::jfluid::Mpm88::new(
                 b,
                 0,
-                demos::jfluid::Schedule::for_backend(b),
+                demos::jfluid::Schedule::FASTEST,
             )?))
         }),
         ("mpm3d 64^3", |b| {
@@ -737,7 +737,7 @@ pub fn bench(opts: &BenchOptions) -> Result<Vec<BenchRow>, AnyError> {
                 b,
                 64,
                 0,
-                demos::jfluid::Schedule::for_backend(b),
+                demos::jfluid::Schedule::FASTEST,
             )?))
         }),
         ("mpm88 (solver)", |b| {

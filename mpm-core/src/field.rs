@@ -160,6 +160,14 @@ impl<const D: usize> Tree<D> {
         self.shared.frozen.store(false, Ordering::Relaxed);
     }
 
+    /// Runs `launches` with the tree frozen, and thaws it afterwards whatever they return.
+    pub fn while_frozen<R>(&self, launches: impl FnOnce() -> R) -> R {
+        self.freeze();
+        let result = launches();
+        self.thaw();
+        result
+    }
+
     pub fn is_frozen(&self) -> bool {
         self.shared.frozen.load(Ordering::Relaxed)
     }

@@ -68,7 +68,7 @@ pub trait ScatterField: Sync {
 /// One chunk's private copy of a field and the span of words its adds reached, or none
 /// (the field keeps shared atomics).
 #[derive(Clone, Copy)]
-pub struct Copy<'c>(Option<(&'c [Cell<u32>], &'c Span)>);
+pub struct PrivateCopy<'c>(Option<(&'c [Cell<u32>], &'c Span)>);
 
 /// The words `lo..hi` of a copy that adds reached (empty while `lo >= hi`).
 pub struct Span {
@@ -123,11 +123,11 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
 /// privatised.
 pub struct ScatterView<'l, 'v, 'a, T, const D: usize> {
     local: &'l Access<'v, 'a, T, D>,
-    copy: Copy<'l>,
+    copy: PrivateCopy<'l>,
 }
 
 impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
-    pub fn new(local: &'l Access<'v, 'a, T, D>, copy: Copy<'l>) -> Self {
+    pub fn new(local: &'l Access<'v, 'a, T, D>, copy: PrivateCopy<'l>) -> Self {
         ScatterView { local, copy }
     }
 
@@ -189,7 +189,7 @@ pub fn par_scatter<I: LoopInt, S>(
     inclusive: bool,
     fields: &[&dyn ScatterField],
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, &[Copy<'_>], I) + Sync + Send,
+    body: impl Fn(&S, &[PrivateCopy<'_>], I) + Sync + Send,
 ) {
     let range = loop_range(start, end, inclusive);
     // Nothing to add: no copies to fill and sum (a grid's worth of words).
@@ -202,7 +202,7 @@ pub fn par_scatter<I: LoopInt, S>(
             .into_par_iter()
             .with_min_len(64)
             .for_each_init(
-                || (init(), vec![Copy(None); n]),
+                || (init(), vec![PrivateCopy(None); n]),
                 |(state, none), k| body(state, none, I::from_i64(range.start + k as i64)),
             );
     }
@@ -219,13 +219,13 @@ pub fn par_scatter<I: LoopInt, S>(
         .enumerate()
         .map(|(c, mine)| {
             let spans: Vec<Span> = mine.iter().map(|_| Span::empty()).collect();
-            let cells: Vec<Copy<'_>> = mine
+            let cells: Vec<PrivateCopy<'_>> = mine
                 .iter_mut()
                 .zip(&spans)
                 .map(|(v, span)| {
                     // An empty copy: the field keeps shared atomics.
                     let words = Cell::from_mut(v.as_mut_slice()).as_slice_of_cells();
-                    Copy((!words.is_empty()).then_some((words, span)))
+                    PrivateCopy((!words.is_empty()).then_some((words, span)))
                 })
                 .collect();
             let state = init();

@@ -160,9 +160,9 @@ impl CpuBackend {
         }
     }
 
-    /// Lets scatter loops add into dense fields with shared atomics (compare-and-swap loops
-    /// for floats), as sparse fields and fields past the copies' memory budget always do:
-    /// slower, and float sums then vary in their last bits from run to run. For comparison.
+    /// Lets scatter loops add into their fields with shared atomics (compare-and-swap loops
+    /// for floats), as fields past the copies' memory budget always do: slower, and float
+    /// sums then vary in their last bits from run to run. For comparison.
     pub fn with_shared_atomics(mut self) -> Self {
         self.shared_atomics = true;
         self

@@ -226,23 +226,24 @@ impl Blob {
             .tree
             .as_ref()
             .filter(|_| self.x.backend().kind() != BackendKind::Cpu);
-        if let Some(tree) = frozen {
+        if frozen.is_some() {
             touch(&self.x, &mut self.grid_m, inv_dx)?;
-            tree.freeze();
         }
-        let result = p2g(
-            &self.x,
-            &self.v,
-            &self.c,
-            &mut self.grid_v,
-            &mut self.grid_m,
-            inv_dx,
-            p_mass,
-        );
-        if let Some(tree) = frozen {
-            tree.thaw();
+        let mut p2g = || {
+            p2g(
+                &self.x,
+                &self.v,
+                &self.c,
+                &mut self.grid_v,
+                &mut self.grid_m,
+                inv_dx,
+                p_mass,
+            )
+        };
+        match frozen {
+            Some(tree) => tree.while_frozen(p2g),
+            None => p2g(),
         }
-        result
     }
 
     pub fn grid_update(&mut self) -> Result<()> {

@@ -712,23 +712,24 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             max_speed: s.max_cells_per_step * s.dx / dt,
             track_speed: matches!(s.time_step, TimeStep::Adaptive { .. }),
         };
-        if let Some(tree) = &frozen {
+        if frozen.is_some() {
             S::touch_stencils(&self.particles, &mut self.grid, &scalars)?;
-            tree.freeze();
         }
-        let stepped = S::substep(
-            &mut self.particles,
-            &mut self.grid,
-            &self.materials,
-            &self.collider_table,
-            &mut self.status,
-            &mut self.speeds,
-            &scalars,
-        );
-        if let Some(tree) = &frozen {
-            tree.thaw();
-        }
-        stepped?;
+        let mut step = || {
+            S::substep(
+                &mut self.particles,
+                &mut self.grid,
+                &self.materials,
+                &self.collider_table,
+                &mut self.status,
+                &mut self.speeds,
+                &scalars,
+            )
+        };
+        match &frozen {
+            Some(tree) => tree.while_frozen(step),
+            None => step(),
+        }?;
         self.step += 1;
         self.time += dt as f64;
         self.run_hooks()?;

@@ -368,7 +368,6 @@ macro_rules! substep {
 substep!(substep_quadratic, 3, QUADRATIC_DEPTH);
 substep!(substep_cubic, 4, CUBIC_DEPTH);
 
-/// The stress of particles `start..end` from their current state (run on new ones).
 /// Activates the grid blocks the next P2G adds into, for a sparse grid that the P2G then
 /// runs frozen (`Tree::freeze`): the corners of each live particle's stencil, which reach
 /// every block the stencil touches when a block is at least `support - 1` cells wide and
@@ -398,6 +397,7 @@ pub fn touch_stencils(
     }
 }
 
+/// The stress of particles `start..end` from their current state (run on new ones).
 #[kernel]
 pub fn init_stress(
     grad_u: &mut Field<Mat>,
