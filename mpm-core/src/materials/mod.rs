@@ -32,14 +32,21 @@ pub mod dim3;
 /// * `params`: the parameters, each `name: f32 | bool = default, valid range;` (ranges are
 ///   [`Range`]s; every material has a `density`);
 /// * `properties`, host code over the parameters (by name): `lame` (mu, lambda; zero for
-///   fluids), `wave_modulus(mu, lambda)` (the P-wave modulus that sets the sound speed and so
-///   the time step), `row(dimension)` (the four floats the kernels get as `row`),
+///   fluids), `row(dimension)` (the four floats the kernels get as `row`),
 ///   `energy(f, j, jp, mu, lambda)` (the strain energy per reference volume, in f64, of the
 ///   deformation gradient `f`, its determinant `j` and the plastic ratio `jp`);
 /// * `update(h, c, tau, jp, mu, lambda, row)`: kernel code (a func body in the dimension's
 ///   `Vec`/`Mat`, the model files' funcs in scope) that returns the new displacement gradient
 ///   `h = F - I`, Kirchhoff stress and `jp` of a particle from its trial `h`, velocity
 ///   gradient `c`, old stress and `jp`.
+/// * `modulus(h, tau, jp, mu, lambda, row)`: kernel code that returns the P-wave modulus `M`
+///   of a particle's updated state (`h`, Kirchhoff stress `tau`, `jp`): its fastest
+///   longitudinal wave runs at `sqrt(M / rho0)` through the current configuration, which sets
+///   the adaptive time step. Along a principal stretch `s_i` of F this is
+///   `d tau_ii / d ln s_i - tau_ii` (the Cauchy stress's tangent over the current density);
+///   models that stiffen in compression (Tait water) or stretch (neo-Hookean) must say so
+///   here, or an impact outruns the step. At rest it is the rest wave modulus
+///   (`Material::wave_speed`): `lambda + 2 mu`, `bulk gamma` for water.
 macro_rules! material_table {
     ($($consumer:ident)::+) => {
         $($consumer)::+! {
@@ -71,7 +78,6 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = (0.0, 0.0);
-                    wave_modulus(_mu, _lambda) = bulk * gamma;
                     row(_dimension) = [bulk, gamma, viscosity, f32::from(u8::from(free_surface))];
                     energy(_f, j, _jp, _mu, _lambda) = energy::tait(j, bulk.into(), gamma.into());
                 }
@@ -85,6 +91,12 @@ macro_rules! material_table {
                     let h_new = Mat::from_diagonal(Vec::splat(root_change(dj)));
                     (h_new, water_stress(1.0 + dj, c, row.x, row.y, row.z), jp)
                 }
+                modulus(h, _tau, _jp, _mu, _lambda, row) {
+                    // c^2 = dp/drho = bulk gamma J^(1 - gamma) / rho0: compressed by a
+                    // tenth, water carries sound 1.37x faster (gamma = 7).
+                    let j = max(1.0 + volume_change(h), 1e-6);
+                    row.x * row.y * pow(j, 1.0 - row.y)
+                }
             }
 
             /// Neo-Hookean elastic solid.
@@ -97,12 +109,18 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = lame(youngs, poisson);
-                    wave_modulus(mu, lambda) = lambda + 2.0 * mu;
                     row(_dimension) = [0.0; 4];
                     energy(f, j, _jp, mu, lambda) = energy::neo_hookean(f, j, mu, lambda);
                 }
                 update(h, _c, _tau, jp, mu, lambda, _row) {
                     (h, neo_hookean(Mat::IDENTITY + h, mu, lambda), jp)
+                }
+                modulus(h, _tau, _jp, mu, lambda, _row) {
+                    // mu (s_i^2 + 1) + lambda (1 - ln J): stiffer in stretch and compression.
+                    let f = Mat::IDENTITY + h;
+                    let (_lo, stretch2) = eigen_bounds(f * transpose(f));
+                    let j = max(determinant(f), 1e-6);
+                    mu * (stretch2 + 1.0) + lambda * (1.0 - ln(j))
                 }
             }
 
@@ -115,12 +133,18 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = lame(youngs, poisson);
-                    wave_modulus(mu, lambda) = lambda + 2.0 * mu;
                     row(_dimension) = [0.0; 4];
                     energy(f, j, _jp, mu, lambda) = energy::fixed_corotated(f, j, mu, lambda);
                 }
                 update(h, _c, _tau, jp, mu, lambda, _row) {
                     (h, fixed_corotated(Mat::IDENTITY + h, mu, lambda), jp)
+                }
+                modulus(h, _tau, _jp, mu, lambda, _row) {
+                    // 2 mu s_i^2 + lambda J^2.
+                    let f = Mat::IDENTITY + h;
+                    let (_lo, stretch2) = eigen_bounds(f * transpose(f));
+                    let j = determinant(f);
+                    2.0 * mu * stretch2 + lambda * j * j
                 }
             }
 
@@ -140,9 +164,6 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = lame(youngs, poisson);
-                    // Hardening can raise it while compressed; the bound uses the unhardened
-                    // moduli.
-                    wave_modulus(mu, lambda) = lambda + 2.0 * mu;
                     row(_dimension) = [theta_c, theta_s, hardening, 0.0];
                     energy(f, j, jp, mu, lambda) = {
                         let hard = (f64::from(hardening) * (1.0 - jp)).exp();
@@ -153,6 +174,13 @@ macro_rules! material_table {
                     let (hp, jp_new) = snow_plasticity(h, jp, row.x, row.y);
                     let hard = snow_hardening(jp_new, row.z);
                     (hp, fixed_corotated(Mat::IDENTITY + hp, mu * hard, lambda * hard), jp_new)
+                }
+                modulus(h, _tau, jp, mu, lambda, row) {
+                    // Fixed corotated with the hardened moduli.
+                    let f = Mat::IDENTITY + h;
+                    let (_lo, stretch2) = eigen_bounds(f * transpose(f));
+                    let j = determinant(f);
+                    snow_hardening(jp, row.z) * (2.0 * mu * stretch2 + lambda * j * j)
                 }
             }
 
@@ -170,7 +198,6 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = lame(youngs, poisson);
-                    wave_modulus(mu, lambda) = lambda + 2.0 * mu;
                     row(dimension) = {
                         let phi = friction_angle.to_radians();
                         let alpha = if dimension == 2 {
@@ -185,6 +212,11 @@ macro_rules! material_table {
                 update(h, _c, _tau, jp, mu, lambda, row) {
                     let hp = sand_plasticity(h, mu, lambda, row.x, row.y);
                     (hp, hencky_stress(Mat::IDENTITY + hp, mu, lambda), jp)
+                }
+                modulus(_h, tau, _jp, mu, lambda, _row) {
+                    // Hencky: lambda + 2 mu - tau_ii, stiffer under pressure.
+                    let (lowest, _hi) = eigen_bounds(tau);
+                    lambda + 2.0 * mu - lowest
                 }
             }
         }
@@ -209,6 +241,8 @@ macro_rules! compile_models {
             properties { $($properties:tt)* }
             update($h:ident, $c:ident, $tau:ident, $jp:ident, $mu:ident, $lambda:ident, $row:ident)
                 { $($update:tt)* }
+            modulus($mh:ident, $mtau:ident, $mjp:ident, $mmu:ident, $mlambda:ident, $mrow:ident)
+                { $($modulus:tt)* }
         }
     )*) => {
         #[path = "strain.rs"]
@@ -233,6 +267,11 @@ macro_rules! compile_models {
                 #[$crate::func]
                 pub fn update($h: Mat, $c: Mat, $tau: Mat, $jp: f32, $mu: f32, $lambda: f32, $row: Vec4)
                     -> (Mat, Mat, f32) { $($update)* }
+
+                #[doc = concat!("The P-wave modulus of a state of `Material::", stringify!($variant), "`.")]
+                #[$crate::func]
+                pub fn modulus($mh: Mat, $mtau: Mat, $mjp: f32, $mmu: f32, $mlambda: f32, $mrow: Vec4)
+                    -> f32 { $($modulus)* }
             }
         )*}
 
@@ -262,6 +301,20 @@ macro_rules! compile_models {
                 jp_new = jp1;
             } else)* {}
             (h_new, tau_new, jp_new)
+        }
+
+        /// The P-wave modulus of a particle's updated state (see [`material_table!`]), so
+        /// that its fastest wave runs at `sqrt(M / rho0)`; a user material's rest modulus
+        /// `lambda + 2 mu` (its stress is the hook's: the engine cannot see it stiffen).
+        #[$crate::func]
+        pub fn wave_modulus(kind: i32, h: Mat, tau: Mat, jp: f32, elastic: Vec4, params: Vec4) -> f32 {
+            let mu = elastic.x;
+            let lambda = elastic.y;
+            let mut modulus = lambda + 2.0 * mu;
+            $(if kind == $kind {
+                modulus = updates::$name::modulus(h, tau, jp, mu, lambda, params);
+            } else)* {}
+            modulus
         }
     };
 }
@@ -321,6 +374,79 @@ mod tests {
             Mat3::ZERO,
             1e-4
         ));
+    }
+
+    /// The wave moduli against the models' own stress: along principal stretches `s_i` the
+    /// longitudinal modulus is `d tau_ii / d ln s_i - tau_ii`, here by central differences
+    /// of each model's stress function, and `wave_modulus` must give the largest over `i`
+    /// (exactly for a diagonal F, where its eigenvalue bounds are exact), and never less
+    /// for a rotated F. A model whose modulus ignored compression or stretch fails.
+    #[test]
+    fn wave_moduli_are_the_stress_tangents_of_each_model() {
+        macro_rules! check {
+            ($dim:ident, $mat:ident, $vec:ident, $stretches:expr, $rotation:expr) => {{
+                let (mu, la) = lame(1e4, 0.3);
+                let (bulk, gamma, jp, hardening) = (2e5f32, 7.0f32, 0.97f32, 10.0f32);
+                let hard = $dim::snow_hardening(jp, hardening);
+                let zero = $mat::ZERO;
+                // (kind, stress of F, params row)
+                let models: [(i32, &dyn Fn($mat) -> $mat, glam::Vec4); 5] = [
+                    (0, &|f: $mat| $dim::water_stress(f.determinant(), zero, bulk, gamma, 0.0),
+                        glam::Vec4::new(bulk, gamma, 0.0, 1.0)),
+                    (1, &|f| $dim::neo_hookean(f, mu, la), glam::Vec4::ZERO),
+                    (2, &|f| $dim::fixed_corotated(f, mu, la), glam::Vec4::ZERO),
+                    (3, &|f| $dim::fixed_corotated(f, mu * hard, la * hard),
+                        glam::Vec4::new(0.1, 0.1, hardening, 0.0)),
+                    (4, &|f| $dim::hencky_stress(f, mu, la), glam::Vec4::ZERO),
+                ];
+                let elastic = glam::Vec4::new(mu, la, 1000.0, 0.0);
+                for s in $stretches {
+                    let s = $vec::from_array(s);
+                    for (kind, stress, row) in &models {
+                        let delta = 1e-3f32;
+                        let exact = (0..s.to_array().len())
+                            .map(|i| {
+                                let mut up = s;
+                                let mut down = s;
+                                up[i] *= delta.exp();
+                                down[i] *= (-delta).exp();
+                                let tangent = (stress($mat::from_diagonal(up)).col(i)[i]
+                                    - stress($mat::from_diagonal(down)).col(i)[i])
+                                    / (2.0 * delta);
+                                tangent - stress($mat::from_diagonal(s)).col(i)[i]
+                            })
+                            .fold(f32::MIN, f32::max);
+                        let modulus = |f: $mat| {
+                            $dim::wave_modulus(*kind, f - $mat::IDENTITY, stress(f), jp, elastic, *row)
+                        };
+                        let diagonal = modulus($mat::from_diagonal(s));
+                        assert!(
+                            (diagonal - exact).abs() <= 2e-3 * exact,
+                            "kind {kind}, stretches {s}: modulus {diagonal}, tangent {exact}"
+                        );
+                        let rotated = modulus($rotation * $mat::from_diagonal(s) * $rotation.transpose());
+                        assert!(
+                            rotated >= exact * (1.0 - 2e-3) && rotated <= 2.0 * exact,
+                            "kind {kind}, stretches {s}, rotated: modulus {rotated}, tangent {exact}"
+                        );
+                    }
+                }
+            }};
+        }
+        check!(
+            dim2,
+            Mat2,
+            Vec2,
+            [[1.0, 1.0], [0.8, 1.0], [0.9, 0.9], [1.3, 0.95]],
+            Mat2::from_angle(0.5)
+        );
+        check!(
+            dim3,
+            Mat3,
+            Vec3,
+            [[1.0, 1.0, 1.0], [0.85, 1.05, 1.2], [0.9, 0.9, 0.9]],
+            (Mat3::from_rotation_y(0.4) * Mat3::from_rotation_x(-0.3))
+        );
     }
 
     #[test]

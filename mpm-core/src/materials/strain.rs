@@ -1,6 +1,6 @@
 //! Strain measures the models share, in forms that keep f32's precision near the identity.
 
-use super::{Mat, DIM, INV_DIM};
+use super::{Mat, Vec, DIM, INV_DIM};
 use crate::func;
 
 /// `det(I + h) - 1`, the volume change of a displacement gradient `h = F - I`, from
@@ -20,4 +20,26 @@ pub fn root_change(dj: f32) -> f32 {
     let r = pow(max(1.0 + dj, 0.0), INV_DIM);
     let is_3d = DIM as f32 - 2.0;
     dj / (1.0 + r + is_3d * r * r)
+}
+
+/// Bounds `(lo, hi)` on the eigenvalues of a symmetric matrix by Gershgorin's circle theorem:
+/// each eigenvalue lies within `sum_j!=i |m_ij|` of some `m_ii`. Exact for a diagonal matrix,
+/// and no eigen-decomposition: the wave moduli (`wave_modulus`) need only a bound.
+#[func]
+pub fn eigen_bounds(m: Mat) -> (f32, f32) {
+    let mut lo = 0.0;
+    let mut hi = 0.0;
+    for i in 0..DIM {
+        let column = m.col(i);
+        let diagonal = dot(column, Mat::IDENTITY.col(i));
+        let radius = dot(abs(column), Vec::ONE) - abs(diagonal);
+        if i == 0 {
+            lo = diagonal - radius;
+            hi = diagonal + radius;
+        } else {
+            lo = min(lo, diagonal - radius);
+            hi = max(hi, diagonal + radius);
+        }
+    }
+    (lo, hi)
 }

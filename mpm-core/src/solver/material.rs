@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use glam::{DMat3, Vec4};
+use glam::{DMat3, Mat3, Vec4};
 
 use super::energy;
 use super::error::{Result, SolverError};
@@ -138,7 +138,6 @@ macro_rules! define_materials {
             )*}
             properties {
                 lame = $lame:expr;
-                wave_modulus($wm_mu:ident, $wm_lambda:ident) = $wave_modulus:expr;
                 row($dimension:ident) = $row:expr;
                 energy($f:ident, $j:ident, $jp:ident, $mu:ident, $lambda:ident) = $energy:expr;
             }
@@ -279,27 +278,31 @@ macro_rules! define_materials {
                 }
             }
 
-            /// The fastest elastic wave, `sqrt(M / rho)` for the P-wave modulus `M`:
-            /// `lambda + 2 mu` for solids, `bulk gamma` for Tait water.
-            #[allow(unused_variables)]
+            /// The fastest elastic wave at rest, `sqrt(M / rho)` for the P-wave modulus `M`
+            /// (the model's `modulus` at rest): `lambda + 2 mu` for solids, `bulk gamma` for
+            /// Tait water. Deformed states carry waves at the speed of their own modulus
+            /// (`materials::dim3::wave_modulus`).
             pub fn wave_speed(&self) -> f32 {
                 let (mu, lambda) = self.lame();
-                let modulus = match *self {
-                    $(Material::$variant { $($param,)* } => {
-                        let ($wm_mu, $wm_lambda) = (mu, lambda);
-                        $wave_modulus
-                    })*
-                    Material::User { .. } => lambda + 2.0 * mu,
-                };
+                let (kind, row) = self.kind_and_row(3);
+                let lame = Vec4::new(mu, lambda, 0.0, 0.0);
+                let modulus =
+                    dim3::wave_modulus(kind, Mat3::ZERO, Mat3::ZERO, 1.0, lame, row);
                 (modulus / self.density()).sqrt()
             }
 
             /// The material's kind and the rows the kernels read in `dimension`:
             /// `(mu, lambda, density, wave speed)` and the model's own.
-            #[allow(unused_variables)]
             fn rows(&self, dimension: usize) -> (i32, Vec4, Vec4) {
                 let (mu, lambda) = self.lame();
                 let elastic = Vec4::new(mu, lambda, self.density(), self.wave_speed());
+                let (kind, row) = self.kind_and_row(dimension);
+                (kind, elastic, row)
+            }
+
+            /// The material's kind and its model's row in `dimension`.
+            #[allow(unused_variables)]
+            fn kind_and_row(&self, dimension: usize) -> (i32, Vec4) {
                 let (kind, row): (i32, [f32; 4]) = match *self {
                     $(Material::$variant { $($param,)* } => {
                         let $dimension = dimension;
@@ -307,7 +310,7 @@ macro_rules! define_materials {
                     })*
                     Material::User { params, .. } => (USER_KIND, params),
                 };
-                (kind, elastic, Vec4::from_array(row))
+                (kind, Vec4::from_array(row))
             }
 
             /// Strain energy per unit reference volume of the displacement gradient `h` and

@@ -307,7 +307,8 @@ macro_rules! substep {
                     // Artificial bulk viscosity in compression (see `BulkViscosity`): Kirchhoff
                     // `J (-q I)` with `J rho = rho0`, the row's density.
                     let rate = trace(new_c);
-                    if rate < 0.0 && visc_linear + visc_quadratic > 0.0 && kind != USER_KIND {
+                    let viscous = visc_linear + visc_quadratic > 0.0 && kind != USER_KIND;
+                    if rate < 0.0 && viscous {
                         let e = elastic[id];
                         let q = e.z
                             * dx
@@ -347,7 +348,20 @@ macro_rules! substep {
                             material[p] = -1 - id;
                         }
                         if track_speed {
-                            let bucket = speed_bucket(sqrt(speed2));
+                            // The fastest signal through this particle's cells (see
+                            // `TimeStep::Adaptive`): its own speed plus its state's wave
+                            // speed, widened by bulk viscosity to `Q + sqrt(Q^2 + c^2)`.
+                            let e = elastic[id];
+                            let modulus = materials::wave_modulus(
+                                kind, h_new, tau_new, jp_new, e, params[id],
+                            );
+                            let wave = sqrt(max(modulus, 0.0) / e.z);
+                            let mut signal = wave;
+                            if viscous {
+                                let q = visc_linear * wave + visc_quadratic * dx * max(-rate, 0.0);
+                                signal = q + sqrt(q * q + wave * wave);
+                            }
+                            let bucket = speed_bucket(sqrt(speed2) + signal);
                             if speeds[bucket] == 0 {
                                 speeds[bucket] = 1;
                             }
