@@ -24,6 +24,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    mpm::cli::quit_on_closed_pipe();
     let cli = Cli::parse();
     report(run_scene(&cli.run, |b| {
         Ok(Box::new(Mpm3d::new(

@@ -17,5 +17,6 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    mpm::cli::quit_on_closed_pipe();
     report(run_mpm99(&Cli::parse().run))
 }

@@ -18,6 +18,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    mpm::cli::quit_on_closed_pipe();
     let cli = Cli::parse();
     report(run_scene_file(
         &cli.run,

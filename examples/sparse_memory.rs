@@ -103,5 +103,6 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
+    mpm::cli::quit_on_closed_pipe();
     mpm::cli::report(run(&Cli::parse()))
 }

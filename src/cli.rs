@@ -53,6 +53,18 @@ impl ScheduleArgs {
     }
 }
 
+/// A closed standard output (`mpm info | head -1`, `mpm99 --bench | head -1`) ends the
+/// program quietly, as it ends other Unix tools: Rust ignores SIGPIPE, so without this the
+/// next `println!` would panic. Call it first thing in `main`.
+pub fn quit_on_closed_pipe() {
+    // SAFETY: called first in `main`, before the program starts any thread; SIG_DFL is a
+    // valid disposition for SIGPIPE.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Prints an error chain and turns it into a failing exit code.
 pub fn report(result: Result<(), Box<dyn std::error::Error>>) -> ExitCode {
     match result {

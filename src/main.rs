@@ -29,20 +29,8 @@ enum Command {
     Bench(BenchOptions),
 }
 
-/// A closed standard output (`mpm info | head -1`) ends the program quietly, as it ends other
-/// Unix tools: Rust ignores SIGPIPE, so without this the next `println!` would panic.
-#[cfg(unix)]
-fn quit_on_closed_pipe() {
-    // SAFETY: the first thing `main` does, before any other thread exists; SIG_DFL is a valid
-    // disposition for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
-
 fn main() -> ExitCode {
-    #[cfg(unix)]
-    quit_on_closed_pipe();
+    mpm::cli::quit_on_closed_pipe();
     let result = match Cli::parse().command {
         // Interrupted by Ctrl-C: the checkpoint is written; exit as shells expect (128 + 2).
         Command::Run(opts) => match commands::run(&opts) {
