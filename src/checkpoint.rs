@@ -8,15 +8,16 @@
 
 use std::path::{Path, PathBuf};
 
-use mpm_core::solver::{Collider, Condition, HostParticles, Shape, Snapshot};
+use mpm_core::solver::{Collider, Condition, HostParticles, SdfId, Shape, Snapshot};
 use mpm_core::types::{from_words, to_words};
 use mpm_core::Elem;
 
 const MAGIC: &[u8; 8] = b"MPMCKPT\0";
 /// Bumped whenever the layout changes; older files are refused with a clear message.
 /// Version 2: particles hold the displacement gradient `F - I` instead of `F`, and the
-/// count of particles removed so far follows the seed.
-pub const VERSION: u32 = 2;
+/// count of particles removed so far follows the seed. Version 3: colliders carry a
+/// distance field's id, rotation and spin.
+pub const VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -131,10 +132,20 @@ impl Reader<'_> {
 }
 
 fn write_collider(w: &mut Writer, c: &Collider) {
+    let (mut sdf, mut rotation, mut spin) = (0, [0.0, 0.0, 0.0, 1.0], [0.0; 3]);
     let (kind, a, b, r) = match c.shape {
         Shape::Plane { point, normal } => (0, point, normal, 0.0),
         Shape::Box { centre, half } => (1, centre, half, 0.0),
         Shape::Sphere { centre, radius } => (2, centre, [0.0; 3], radius),
+        Shape::Sdf {
+            sdf: id,
+            position,
+            rotation: q,
+            angular_velocity,
+        } => {
+            (sdf, rotation, spin) = (id.0, q, angular_velocity);
+            (3, position, [0.0; 3], 0.0)
+        }
     };
     let (cond, friction) = match c.condition {
         Condition::Sticky => (0, 0.0),
@@ -148,6 +159,10 @@ fn write_collider(w: &mut Writer, c: &Collider) {
         w.f32(*v);
     }
     w.f32(r);
+    w.u32(sdf);
+    for v in rotation.iter().chain(&spin) {
+        w.f32(*v);
+    }
 }
 
 fn read_collider(r: &mut Reader) -> Result<Collider, CheckpointError> {
@@ -159,6 +174,11 @@ fn read_collider(r: &mut Reader) -> Result<Collider, CheckpointError> {
         *x = r.f32()?;
     }
     let radius = r.f32()?;
+    let sdf = r.u32()?;
+    let mut turn = [0.0f32; 7];
+    for x in &mut turn {
+        *x = r.f32()?;
+    }
     let (a, b, velocity) = ([v[0], v[1], v[2]], [v[3], v[4], v[5]], [v[6], v[7], v[8]]);
     let shape = match kind {
         0 => Shape::Plane {
@@ -167,6 +187,12 @@ fn read_collider(r: &mut Reader) -> Result<Collider, CheckpointError> {
         },
         1 => Shape::Box { centre: a, half: b },
         2 => Shape::Sphere { centre: a, radius },
+        3 => Shape::Sdf {
+            sdf: SdfId(sdf),
+            position: a,
+            rotation: [turn[0], turn[1], turn[2], turn[3]],
+            angular_velocity: [turn[4], turn[5], turn[6]],
+        },
         k => {
             return Err(CheckpointError::Invalid {
                 path: r.path.into(),

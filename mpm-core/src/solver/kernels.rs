@@ -25,10 +25,13 @@ pub const SEPARATE: i32 = 2;
 pub const PLANE: i32 = 0;
 pub const BOX: i32 = 1;
 pub const SPHERE: i32 = 2;
+pub const SDF: i32 = 3;
 
-/// Rows per collider in the collider table: (shape, condition, friction, -), position,
-/// normal or half extents, velocity.
-pub const COLLIDER_ROWS: i32 = 4;
+/// Rows per collider in the collider table (see `Collider::rows`): (shape, condition,
+/// friction, first distance sample), position (and radius), normal or half extents or the
+/// distance lattice's origin and spacing, velocity, angular velocity, the three columns of
+/// the rotation, the distance lattice's sample counts.
+pub const COLLIDER_ROWS: i32 = 9;
 
 /// Words of the status field: count of bad particles, one bad particle, the step it went bad
 /// on, why (`NON_FINITE` or `TOO_FAST`), and particles that left the domain.

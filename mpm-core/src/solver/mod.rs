@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use glam::Vec4;
 
-pub use boundary::{Collider, Condition, Shape, Walls};
+use boundary::SdfLattice;
+pub use boundary::{Collider, Condition, Sdf, SdfId, Shape, Walls};
 pub use energy::Energy;
 pub use error::{Result, SolverError};
 pub use material::{Material, MaterialId, MaterialTable, ParamValue, Range};
@@ -320,6 +321,11 @@ pub struct Solver<S: Space<D>, const D: usize> {
     pub materials: MaterialTable,
     colliders: Vec<Collider>,
     collider_table: Field<Vec4>,
+    /// The distance fields added (`add_sdf`), and all their samples, on the host and the
+    /// device.
+    sdfs: Vec<SdfLattice>,
+    sdf_samples: Vec<f32>,
+    sdf_field: Field<f32>,
     status: Field<i32>,
     speeds: Field<i32>,
     emitters: Vec<(Emitter<D>, f64)>,
@@ -349,7 +355,13 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             particles: Particles::new(backend, 1024)?,
             materials: MaterialTable::new(backend, D)?,
             colliders: Vec::new(),
-            collider_table: Field::new(backend, [(MAX_COLLIDERS * 4) as u32])?,
+            collider_table: Field::new(
+                backend,
+                [MAX_COLLIDERS as u32 * kernels::COLLIDER_ROWS as u32],
+            )?,
+            sdfs: Vec::new(),
+            sdf_samples: Vec::new(),
+            sdf_field: Field::new(backend, [1])?,
             status,
             speeds: Field::new(backend, [kernels::SPEED_BUCKETS])?,
             emitters: Vec::new(),
@@ -412,8 +424,66 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         self.materials.add(material)
     }
 
-    pub fn add_collider(&mut self, collider: Collider) -> Result<()> {
+    /// Adds a distance field for `Shape::Sdf` colliders to use.
+    pub fn add_sdf(&mut self, sdf: Sdf) -> Result<SdfId> {
+        sdf.validate(D)?;
+        let first = self.sdf_samples.len();
+        // Sample indices reach the kernels as exact f32 integers.
+        if first + sdf.values.len() > 1 << 24 {
+            return Err(SolverError::InvalidParameter(format!(
+                "distance fields hold at most 2^24 samples in all; this one adds {} to {first}",
+                sdf.values.len()
+            )));
+        }
+        self.sdf_samples.extend_from_slice(&sdf.values);
+        let mut field = Field::new(&self.backend, [self.sdf_samples.len() as u32])?;
+        field.upload(&self.sdf_samples)?;
+        self.sdf_field = field;
+        self.sdfs.push(SdfLattice {
+            first: first as u32,
+            origin: sdf.origin,
+            spacing: sdf.spacing,
+            dims: sdf.dims,
+            reach: sdf.reach(),
+        });
+        Ok(SdfId(self.sdfs.len() as u32 - 1))
+    }
+
+    /// Checks a collider for this solver: its own ranges, its distance field, and in 2D a
+    /// turn about z only.
+    fn check_collider(&self, collider: &Collider) -> Result<()> {
         collider.validate()?;
+        if let Shape::Sdf {
+            sdf,
+            rotation,
+            angular_velocity,
+            ..
+        } = collider.shape
+        {
+            if sdf.0 as usize >= self.sdfs.len() {
+                return Err(SolverError::InvalidParameter(format!(
+                    "collider uses distance field {}, but the solver has {}",
+                    sdf.0,
+                    self.sdfs.len()
+                )));
+            }
+            if D == 2
+                && (rotation[0] != 0.0
+                    || rotation[1] != 0.0
+                    || angular_velocity[0] != 0.0
+                    || angular_velocity[1] != 0.0)
+            {
+                return Err(SolverError::InvalidParameter(format!(
+                    "a 2D collider turns about z only (rotation {rotation:?}, angular velocity \
+                     {angular_velocity:?})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn add_collider(&mut self, collider: Collider) -> Result<()> {
+        self.check_collider(&collider)?;
         if self.colliders.len() == MAX_COLLIDERS {
             return Err(SolverError::InvalidParameter(format!(
                 "a solver holds at most {MAX_COLLIDERS} colliders"
@@ -429,7 +499,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
 
     /// Replaces collider `index` (e.g. one that follows a mouse).
     pub fn set_collider(&mut self, index: usize, collider: Collider) -> Result<()> {
-        collider.validate()?;
+        self.check_collider(&collider)?;
         let Some(slot) = self.colliders.get_mut(index) else {
             return Err(SolverError::InvalidParameter(format!(
                 "no collider {index} (the solver has {})",
@@ -665,8 +735,14 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                     .map(|g| g * g)
                     .sum::<f32>()
                     .sqrt();
-                // The speed may grow by g dt during the step: bound it with dt = max.
-                let signal = self.speed_bound + g * max;
+                // The speed may grow by g dt during the step: bound it with dt = max. A
+                // moving collider, too, crosses at most `cfl` of a cell per step.
+                let colliders = self
+                    .colliders
+                    .iter()
+                    .map(|c| c.top_speed(&self.sdfs))
+                    .fold(0.0f32, f32::max);
+                let signal = (self.speed_bound + g * max).max(colliders);
                 if signal > 0.0 {
                     max.min(cfl * dx / signal)
                 } else {
@@ -733,6 +809,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 &mut self.grid,
                 &self.materials,
                 &self.collider_table,
+                &self.sdf_field,
                 &mut self.status,
                 &mut self.speeds,
                 &scalars,
@@ -898,6 +975,9 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 self.colliders.len()
             )));
         }
+        for c in &s.colliders {
+            self.check_collider(c)?;
+        }
         if let Some(bad) = s.particles.material.iter().find(|&&m| {
             let id = if m < 0 { -1 - m } else { m };
             self.materials.get(MaterialId(id)).is_none()
@@ -986,9 +1066,10 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     }
 
     fn upload_colliders(&mut self) -> Result<()> {
-        let mut rows = vec![Vec4::ZERO; MAX_COLLIDERS * 4];
+        let n = kernels::COLLIDER_ROWS as usize;
+        let mut rows = vec![Vec4::ZERO; MAX_COLLIDERS * n];
         for (i, c) in self.colliders.iter().enumerate() {
-            rows[4 * i..4 * i + 4].copy_from_slice(&c.rows());
+            rows[n * i..n * (i + 1)].copy_from_slice(&c.rows(&self.sdfs));
         }
         Ok(self.collider_table.upload(&rows)?)
     }

@@ -23,6 +23,7 @@ pub trait Space<const D: usize>: 'static {
         grid: &mut Grid<Self::V, D>,
         materials: &MaterialTable,
         colliders: &Field<Vec4>,
+        sdf: &Field<f32>,
         status: &mut Field<i32>,
         speeds: &mut Field<i32>,
         s: &StepScalars<D>,
@@ -50,7 +51,7 @@ pub struct D3;
 
 /// One call of a substep kernel with the solver's fields and scalars.
 macro_rules! substep_call {
-    ($kernel:path, $p:ident, $grid:ident, $t:ident, $colliders:ident, $status:ident, $speeds:ident, $s:ident, $V:ident, $IV:ident) => {{
+    ($kernel:path, $p:ident, $grid:ident, $t:ident, $colliders:ident, $sdf:ident, $status:ident, $speeds:ident, $s:ident, $V:ident, $IV:ident) => {{
         let count = $p.count();
         Ok($kernel(
             &mut $p.x,
@@ -66,6 +67,7 @@ macro_rules! substep_call {
             &$t.elastic,
             &$t.params,
             $colliders,
+            $sdf,
             $status,
             $speeds,
             &mut $grid.v,
@@ -124,6 +126,7 @@ macro_rules! space {
                 grid: &mut Grid<$V, $d>,
                 t: &MaterialTable,
                 colliders: &Field<Vec4>,
+                sdf: &Field<f32>,
                 status: &mut Field<i32>,
                 speeds: &mut Field<i32>,
                 s: &StepScalars<$d>,
@@ -134,7 +137,7 @@ macro_rules! space {
                 } else {
                     $kernels::substep_cubic
                 };
-                substep_call!(kernel, p, grid, t, colliders, status, speeds, s, $V, $IV)
+                substep_call!(kernel, p, grid, t, colliders, sdf, status, speeds, s, $V, $IV)
             }
 
             fn touch_stencils(

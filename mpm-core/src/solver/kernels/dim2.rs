@@ -1,6 +1,6 @@
 //! The solver's kernels in 2D: what differs from 3D, and `mls_mpm.rs` compiled with it.
 
-use glam::Vec4;
+use glam::{Mat2, Vec4};
 
 use super::bspline_weights;
 use crate::dim::d2::{IVec, Mat, Vec, D, DIM};
@@ -28,6 +28,20 @@ pub fn offset(i: i32, k: i32, _l: i32) -> IVec {
 #[func]
 pub fn row(r: Vec4) -> Vec {
     vec2(r.x, r.y)
+}
+
+/// The rotation whose columns are the first components of three table rows (in 2D the
+/// upper left block: a rotation about z).
+#[func]
+pub fn frame(c0: Vec4, c1: Vec4, _c2: Vec4) -> Mat {
+    Mat2::from_cols(vec2(c0.x, c0.y), vec2(c1.x, c1.y))
+}
+
+/// The velocity `omega x r` of a point `r` from the centre of a body spinning at `omega`
+/// (in 2D about z: `omega.z`).
+#[func]
+pub fn spin(omega: Vec4, r: Vec) -> Vec {
+    omega.z * vec2(-r.y, r.x)
 }
 
 /// A node's index as a position in cells.

@@ -1,6 +1,6 @@
 //! The solver's kernels in 3D: what differs from 2D, and `mls_mpm.rs` compiled with it.
 
-use glam::Vec4;
+use glam::{Mat3, Vec4};
 
 use super::bspline_weights;
 use crate::dim::d3::{IVec, Mat, Vec, D, DIM};
@@ -28,6 +28,18 @@ pub fn offset(i: i32, k: i32, l: i32) -> IVec {
 #[func]
 pub fn row(r: Vec4) -> Vec {
     vec3(r.x, r.y, r.z)
+}
+
+/// The rotation whose columns are the first components of three table rows.
+#[func]
+pub fn frame(c0: Vec4, c1: Vec4, c2: Vec4) -> Mat {
+    Mat3::from_cols(row(c0), row(c1), row(c2))
+}
+
+/// The velocity `omega x r` of a point `r` from the centre of a body spinning at `omega`.
+#[func]
+pub fn spin(omega: Vec4, r: Vec) -> Vec {
+    cross(row(omega), r)
 }
 
 /// A node's index as a position in cells.

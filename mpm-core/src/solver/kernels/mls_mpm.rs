@@ -6,12 +6,13 @@
 use glam::Vec4;
 
 use super::{
-    materials, offset, row, stencil, to_vec, IVec, Mat, Vec, CORNERS, CUBIC_DEPTH, D, DIM,
-    QUADRATIC_DEPTH,
+    frame, materials, offset, row, spin, stencil, to_vec, IVec, Mat, Vec, CORNERS, CUBIC_DEPTH, D,
+    DIM, QUADRATIC_DEPTH,
 };
 use crate::materials::USER_KIND;
 use crate::solver::kernels::{
-    non_finite, speed_bucket, COLLIDER_ROWS, NON_FINITE, PLANE, SLIP, SPHERE, STICKY, TOO_FAST,
+    non_finite, speed_bucket, BOX, COLLIDER_ROWS, NON_FINITE, PLANE, SDF, SLIP, SPHERE, STICKY,
+    TOO_FAST,
 };
 use crate::{func, kernel, Field};
 
@@ -38,43 +39,110 @@ pub fn boundary(v: Vec, n: Vec, vc: Vec, condition: i32, friction: f32) -> Vec {
     out + vc
 }
 
-/// Applies a collider (four table rows) to the velocity `v` of the node at `xn`.
+/// An analytic collider's signed distance at `x` (negative inside) and its outward normal
+/// there, from its table rows (see `Collider::rows`); a distance-field collider is
+/// `sdf_local`'s.
 #[func]
-pub fn collide(v: Vec, xn: Vec, head: Vec4, at: Vec4, shape_row: Vec4, velocity: Vec4) -> Vec {
+pub fn collider_distance(x: Vec, head: Vec4, at: Vec4, extra: Vec4) -> (f32, Vec) {
     let shape = head.x as i32;
-    let centre = row(at);
-    let d = xn - centre;
-    let mut inside = true;
+    let d = x - row(at);
+    let mut phi = 1.0;
     let mut n = Vec::ZERO;
     if shape == PLANE {
-        n = row(shape_row);
-        inside = dot(d, n) < 0.0;
+        n = row(extra);
+        phi = dot(d, n);
     } else if shape == SPHERE {
         let r = length(d);
-        inside = r < at.w;
+        phi = r - at.w;
         if r > 1e-12 {
             n = d / r;
         }
-    } else {
-        // A box: the nearest face's normal.
-        let q = abs(d) - row(shape_row);
-        let mut best = -1e30;
+    } else if shape == BOX {
+        // Inside, the distance to the nearest face and its normal.
+        let q = abs(d) - row(extra);
+        phi = -1e30;
         for a in 0..DIM {
-            if q[a] >= 0.0 {
-                inside = false;
-            }
-            if q[a] > best {
-                best = q[a];
+            if q[a] > phi {
+                phi = q[a];
                 n = Vec::ZERO;
                 n[a] = select(d[a] < 0.0, -1.0, 1.0);
             }
         }
     }
-    let mut out = v;
-    if inside {
-        out = boundary(v, n, row(velocity), head.y as i32, head.z);
+    (phi, n)
+}
+
+/// `x` in a distance-field collider's lattice (in lattice cells; `extra` holds the lattice's
+/// origin in the collider's frame and its spacing, `dims` its sample counts), and whether
+/// its cell lies inside the lattice. There the caller reads the cell's `CORNERS` samples
+/// (`sdf_index`) and finishes with `sdf_distance`; outside the lattice is outside the body.
+#[func]
+pub fn sdf_local(x: Vec, at: Vec4, extra: Vec4, rotation: Mat, dims: Vec4) -> (Vec, bool) {
+    let local = (transpose(rotation) * (x - row(at)) - row(extra)) / extra.w;
+    let size = row(dims);
+    let mut within = true;
+    for a in 0..DIM {
+        if local[a] < 0.0 || local[a] >= size[a] - 1.0 {
+            within = false;
+        }
     }
-    out
+    (local, within)
+}
+
+/// The index in the distance-field storage of corner `corner` (bit `a` for +1 along axis
+/// `a`) of the lattice cell holding `local`; `dims` counts the lattice's samples per axis,
+/// `first` is the index of its first sample.
+#[func]
+pub fn sdf_index(local: Vec, corner: i32, dims: Vec4, first: f32) -> i32 {
+    let size = row(dims);
+    let mut index = first as i32;
+    let mut stride = 1;
+    for a in 0..DIM {
+        index += (floor(local[a]) as i32 + ((corner >> a) & 1)) * stride;
+        stride *= size[a] as i32;
+    }
+    index
+}
+
+/// The multilinear interpolation of a distance field's `CORNERS` samples around `local` (in
+/// lattice cells of size `spacing`) and the normalised gradient, turned into the world frame.
+#[func]
+pub fn sdf_distance(local: Vec, samples: [f32; 8], rotation: Mat, spacing: f32) -> (f32, Vec) {
+    let f = local - floor(local);
+    let mut phi = 0.0;
+    let mut gradient = Vec::ZERO;
+    for corner in 0..CORNERS {
+        // The corner's weight, and its weight's derivative along each axis.
+        let mut weight = 1.0;
+        let mut slope = Vec::ONE;
+        for a in 0..DIM {
+            let high = ((corner >> a) & 1) == 1;
+            let w = select(high, f[a], 1.0 - f[a]);
+            for b in 0..DIM {
+                if b == a {
+                    slope[b] *= select(high, 1.0, -1.0) / spacing;
+                } else {
+                    slope[b] *= w;
+                }
+            }
+            weight *= w;
+        }
+        phi += weight * samples[corner];
+        gradient += slope * samples[corner];
+    }
+    let mut n = Vec::ZERO;
+    let g = length(gradient);
+    if g > 1e-12 {
+        n = rotation * (gradient / g);
+    }
+    (phi, n)
+}
+
+/// The velocity of a collider's material point at `x`: its translation plus its spin about
+/// its position.
+#[func]
+pub fn collider_velocity(x: Vec, at: Vec4, velocity: Vec4, omega: Vec4) -> Vec {
+    row(velocity) + spin(omega, x - row(at))
 }
 
 /// Domain walls `thickness` cells thick on every side of a grid of `res` cells (none
@@ -169,6 +237,7 @@ macro_rules! substep {
             elastic: &Field<Vec4>,
             params: &Field<Vec4>,
             colliders: &Field<Vec4>,
+            sdf: &Field<f32>,
             status: &mut Field<i32>,
             speeds: &mut Field<i32>,
             grid_v: &mut Field<Vec, D>,
@@ -239,14 +308,42 @@ macro_rules! substep {
                     let xn = to_vec(cell) * dx;
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
-                        gv = collide(
-                            gv,
-                            xn,
-                            colliders[r],
-                            colliders[r + 1],
-                            colliders[r + 2],
-                            colliders[r + 3],
-                        );
+                        let head = colliders[r];
+                        let (analytic, normal) =
+                            collider_distance(xn, head, colliders[r + 1], colliders[r + 2]);
+                        let mut phi = analytic;
+                        let mut n = normal;
+                        if head.x as i32 == SDF {
+                            let rotation =
+                                frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
+                            let (local, within) = sdf_local(
+                                xn,
+                                colliders[r + 1],
+                                colliders[r + 2],
+                                rotation,
+                                colliders[r + 8],
+                            );
+                            if within {
+                                let mut samples = [0.0; 8];
+                                for corner in 0..CORNERS {
+                                    samples[corner] =
+                                        sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                }
+                                let (sampled, gradient) =
+                                    sdf_distance(local, samples, rotation, colliders[r + 2].w);
+                                phi = sampled;
+                                n = gradient;
+                            }
+                        }
+                        if phi < 0.0 {
+                            let vc = collider_velocity(
+                                xn,
+                                colliders[r + 1],
+                                colliders[r + 3],
+                                colliders[r + 4],
+                            );
+                            gv = boundary(gv, n, vc, head.y as i32, head.z);
+                        }
                     }
                     gv = walls(cell, gv, res, wall_thickness, wall_condition, wall_friction);
                     grid_v[cell] = gv;
@@ -281,7 +378,7 @@ macro_rules! substep {
                         }
                     }
                     let new_c = dinv * b;
-                    let (new_x, new_v) = keep_out(
+                    let (mut new_x, mut new_v) = keep_out(
                         x[p] + dt * v_pic,
                         (1.0 - flip) * v_pic + flip * (v[p] + v_change),
                         res,
@@ -290,6 +387,49 @@ macro_rules! substep {
                         wall_condition,
                         wall_friction,
                     );
+                    // A particle that ended inside a collider goes back to its surface, with
+                    // the collider's condition on its velocity (the grid's nodes alone miss a
+                    // wall thinner than a cell).
+                    for k in 0..n_colliders {
+                        let r = k * COLLIDER_ROWS;
+                        let head = colliders[r];
+                        let (analytic, normal) =
+                            collider_distance(new_x, head, colliders[r + 1], colliders[r + 2]);
+                        let mut phi = analytic;
+                        let mut n = normal;
+                        if head.x as i32 == SDF {
+                            let rotation =
+                                frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
+                            let (local, within) = sdf_local(
+                                new_x,
+                                colliders[r + 1],
+                                colliders[r + 2],
+                                rotation,
+                                colliders[r + 8],
+                            );
+                            if within {
+                                let mut samples = [0.0; 8];
+                                for corner in 0..CORNERS {
+                                    samples[corner] =
+                                        sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                }
+                                let (sampled, gradient) =
+                                    sdf_distance(local, samples, rotation, colliders[r + 2].w);
+                                phi = sampled;
+                                n = gradient;
+                            }
+                        }
+                        if phi < 0.0 {
+                            new_x -= phi * n;
+                            let vc = collider_velocity(
+                                new_x,
+                                colliders[r + 1],
+                                colliders[r + 3],
+                                colliders[r + 4],
+                            );
+                            new_v = boundary(new_v, n, vc, head.y as i32, head.z);
+                        }
+                    }
                     // F' = (I + dt C) F, updated by its increment on h = F - I so that
                     // strain increments below f32's resolution at 1 are kept.
                     let dt_c = dt * new_c;
