@@ -33,6 +33,7 @@ use std::path::Path;
 
 use mpm_core::rng::rand_f32;
 use mpm_core::solver::seeding::{self, Region, Sampling};
+use mpm_core::solver::Sdf;
 use robust::{orient2d, orient3d, Coord, Coord3D};
 
 /// What can go wrong while reading, placing or filling a mesh. Every variant names the file
@@ -629,6 +630,81 @@ impl TriMesh {
         })
     }
 
+    /// The signed distance to the surface (negative inside) on a lattice `spacing` apart
+    /// reaching `margin` beyond the mesh's bounds, in the mesh's own coordinates: a
+    /// distance-field collider (`Solver::add_sdf`, `Shape::Sdf`). Within `margin` of the
+    /// surface the distance is exact (nearest triangle, in f64, rounded to f32) and its sign
+    /// the exact inside test of [`fill`](Self::fill); farther away it is clamped to
+    /// `+-margin`, since a collider needs only the distance near its surface.
+    pub fn signed_distance(&self, spacing: f64, margin: f64) -> Result<Sdf, MeshError> {
+        if !(spacing.is_finite() && spacing > 0.0 && margin.is_finite() && margin >= spacing) {
+            return Err(MeshError::InvalidParameter(format!(
+                "mesh `{}`: distance lattice spacing {spacing} and margin {margin}: both \
+                 finite, spacing > 0 and margin >= spacing",
+                self.name
+            )));
+        }
+        self.check_watertight()?;
+        let (lo, hi) = self.bounds();
+        let origin = lo.map(|c| c - margin);
+        let dims: [usize; 3] =
+            std::array::from_fn(|a| ((hi[a] - lo[a] + 2.0 * margin) / spacing).ceil() as usize + 1);
+        let total = dims.iter().map(|&n| n as u128).product::<u128>();
+        if total > 1 << 24 {
+            return Err(MeshError::InvalidParameter(format!(
+                "mesh `{}`: a distance lattice of {dims:?} samples at spacing {spacing} is over \
+                 2^24; use a coarser one",
+                self.name
+            )));
+        }
+        let at = |a: usize, k: usize| origin[a] + k as f64 * spacing;
+        let index = |k: [usize; 3]| k[0] + dims[0] * (k[1] + dims[1] * k[2]);
+        // Unsigned distances, each triangle updating the samples within `margin` of its box.
+        let mut distance = vec![margin; total as usize];
+        for t in &self.triangles {
+            let [a, b, c] = t.map(|i| self.vertices[i as usize]);
+            let range = |axis: usize| {
+                let low = a[axis].min(b[axis]).min(c[axis]) - margin - origin[axis];
+                let high = a[axis].max(b[axis]).max(c[axis]) + margin - origin[axis];
+                let first = (low / spacing).floor().max(0.0) as usize;
+                let last = ((high / spacing).ceil() as usize).min(dims[axis] - 1);
+                first..=last
+            };
+            for kz in range(2) {
+                for ky in range(1) {
+                    for kx in range(0) {
+                        let p = [at(0, kx), at(1, ky), at(2, kz)];
+                        let d = distance_to_triangle(p, a, b, c);
+                        let slot = &mut distance[index([kx, ky, kz])];
+                        *slot = slot.min(d);
+                    }
+                }
+            }
+        }
+        // Signs, a lattice column at a time.
+        let locator = Locator::new(self.prepare());
+        let xs: Vec<f64> = (0..dims[0]).map(|k| at(0, k)).collect();
+        let mut delta = vec![0i32; dims[0] + 1];
+        let mut inside = vec![false; dims[0]];
+        for kz in 0..dims[2] {
+            for ky in 0..dims[1] {
+                column_inside(&locator, &xs, at(1, ky), at(2, kz), &mut delta, &mut inside);
+                for (kx, &is_inside) in inside.iter().enumerate() {
+                    if is_inside {
+                        let d = &mut distance[index([kx, ky, kz])];
+                        *d = -*d;
+                    }
+                }
+            }
+        }
+        Ok(Sdf {
+            origin: origin.map(|c| c as f32),
+            spacing: spacing as f32,
+            dims: dims.map(|n| n as u32),
+            values: distance.into_iter().map(|d| d as f32).collect(),
+        })
+    }
+
     /// The triangles as the inside test needs them; those seen edge-on along x are dropped
     /// (a perturbed ray never meets them).
     fn prepare(&self) -> Vec<Tri> {
@@ -887,30 +963,90 @@ fn regular(locator: &Locator, lattice: &Lattice) -> Vec<[f32; 3]> {
     let [nx, ny, nz] = lattice.count;
     let xs: Vec<f64> = (0..nx).map(|k| lattice.at(0, k, 0.5)).collect();
     let mut delta = vec![0i32; nx + 1];
+    let mut inside = vec![false; nx];
     let mut out = Vec::new();
     for kz in 0..nz {
         let z = lattice.at(2, kz, 0.5);
         for ky in 0..ny {
             let y = lattice.at(1, ky, 0.5);
-            let mut any = false;
-            for t in locator.crossed([y, z]) {
-                delta[first_past(t, &xs, y, z)] += t.winding;
-                any = true;
+            column_inside(locator, &xs, y, z, &mut delta, &mut inside);
+            for (&x, _) in xs.iter().zip(&inside).filter(|(_, &i)| i) {
+                out.push([x as f32, y as f32, z as f32]);
             }
-            if !any {
-                continue;
-            }
-            let mut w = 0;
-            for (kx, &x) in xs.iter().enumerate() {
-                w += delta[kx];
-                if w != 0 {
-                    out.push([x as f32, y as f32, z as f32]);
-                }
-            }
-            delta.iter_mut().for_each(|d| *d = 0);
         }
     }
     out
+}
+
+/// Which points `(xs[k], y, z)` of a lattice column (`xs` ascending) lie inside: the
+/// crossings of the column's ray, each located exactly among the points, give all their
+/// winding numbers by a prefix sum. `delta` is scratch of `xs.len() + 1` zeros (left so).
+fn column_inside(
+    locator: &Locator,
+    xs: &[f64],
+    y: f64,
+    z: f64,
+    delta: &mut [i32],
+    inside: &mut [bool],
+) {
+    let mut any = false;
+    for t in locator.crossed([y, z]) {
+        delta[first_past(t, xs, y, z)] += t.winding;
+        any = true;
+    }
+    let mut w = 0;
+    for (k, flag) in inside.iter_mut().enumerate() {
+        if any {
+            w += delta[k];
+        }
+        *flag = w != 0;
+    }
+    if any {
+        delta.fill(0);
+    }
+}
+
+/// The distance from `p` to the triangle `abc`: to its closest point, found by the region
+/// of the triangle's plane `p` projects into (Ericson, "Real-Time Collision Detection",
+/// 2005, section 5.1.5).
+fn distance_to_triangle(p: [f64; 3], a: [f64; 3], b: [f64; 3], c: [f64; 3]) -> f64 {
+    let dot = |u: [f64; 3], v: [f64; 3]| u[0] * v[0] + u[1] * v[1] + u[2] * v[2];
+    let along =
+        |o: [f64; 3], d: [f64; 3], t: f64| [o[0] + t * d[0], o[1] + t * d[1], o[2] + t * d[2]];
+    let (ab, ac, ap) = (sub(b, a), sub(c, a), sub(p, a));
+    let (d1, d2) = (dot(ab, ap), dot(ac, ap));
+    let closest = if d1 <= 0.0 && d2 <= 0.0 {
+        a
+    } else {
+        let bp = sub(p, b);
+        let (d3, d4) = (dot(ab, bp), dot(ac, bp));
+        let cp = sub(p, c);
+        let (d5, d6) = (dot(ab, cp), dot(ac, cp));
+        let vc = d1 * d4 - d3 * d2;
+        let vb = d5 * d2 - d1 * d6;
+        let va = d3 * d6 - d5 * d4;
+        if d3 >= 0.0 && d4 <= d3 {
+            b
+        } else if d6 >= 0.0 && d5 <= d6 {
+            c
+        } else if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 {
+            along(a, ab, d1 / (d1 - d3))
+        } else if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 {
+            along(a, ac, d2 / (d2 - d6))
+        } else if va <= 0.0 && d4 - d3 >= 0.0 && d5 - d6 >= 0.0 {
+            along(b, sub(c, b), (d4 - d3) / ((d4 - d3) + (d5 - d6)))
+        } else {
+            let denom = 1.0 / (va + vb + vc);
+            let (v, w) = (vb * denom, vc * denom);
+            [
+                a[0] + ab[0] * v + ac[0] * w,
+                a[1] + ab[1] * v + ac[1] * w,
+                a[2] + ab[2] * v + ac[2] * w,
+            ]
+        }
+    };
+    let d = sub(p, closest);
+    dot(d, d).sqrt()
 }
 
 /// The first index of `xs` (ascending) whose point is at or past the crossing with `t`;

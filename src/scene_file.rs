@@ -13,7 +13,8 @@ use toml::Spanned;
 
 use mpm_core::solver::{
     BulkViscosity, Collider, Condition, Emitter, GridLayout, Material, MaterialId, ParamValue,
-    Region, Sampling, Settings, Shape, Solver, SolverError, Space, Spline, TimeStep, Walls, MARGIN,
+    Region, Sampling, SdfId, Settings, Shape, Solver, SolverError, Space, Spline, TimeStep, Walls,
+    MARGIN,
 };
 use mpm_core::BackendRef;
 
@@ -402,11 +403,18 @@ pub struct ColliderSpec {
     pub centre: Option<Vec<f32>>,
     pub half: Option<Vec<f32>>,
     pub radius: Option<f32>,
+    /// A watertight OBJ or STL mesh (3D), relative to the scene file, fitted into
+    /// `min`..`max` keeping its proportions: a distance-field collider.
+    pub file: Option<String>,
+    pub min: Option<Vec<f32>>,
+    pub max: Option<Vec<f32>>,
     #[serde(default = "default_collider_condition")]
     pub condition: ConditionName,
     #[serde(default)]
     pub friction: f32,
     pub velocity: Option<Vec<f32>>,
+    /// Spin in rad/s about the centre of `min`..`max` (mesh colliders).
+    pub angular_velocity: Option<Vec<f32>>,
 }
 
 fn default_collider_condition() -> ConditionName {
@@ -416,9 +424,23 @@ fn default_collider_condition() -> ConditionName {
 /// A collider's shape with its fields.
 #[derive(Debug, Clone)]
 pub enum ColliderShape {
-    Plane { point: Vec<f32>, normal: Vec<f32> },
-    Box { centre: Vec<f32>, half: Vec<f32> },
-    Sphere { centre: Vec<f32>, radius: f32 },
+    Plane {
+        point: Vec<f32>,
+        normal: Vec<f32>,
+    },
+    Box {
+        centre: Vec<f32>,
+        half: Vec<f32>,
+    },
+    Sphere {
+        centre: Vec<f32>,
+        radius: f32,
+    },
+    Mesh {
+        file: String,
+        min: Vec<f32>,
+        max: Vec<f32>,
+    },
 }
 
 /// `[[emitters]]`: a body added again every `interval` seconds from `start` to `stop`.
@@ -667,23 +689,28 @@ impl Scene {
             .iter()
             .map(|&r| (r as f32 - MARGIN) * dx)
             .collect();
+        // A mesh (3D only) fitted into the box `min`..`max`, for a body or a collider.
+        let mesh_ok = |t: Table, what: &str, file: &str, min: &[f32], max: &[f32]| {
+            if d != 3 {
+                return Err(at(t, "shape", format!("mesh {what} need dimension = 3")));
+            }
+            vec_len(t, "min", min)?;
+            vec_len(t, "max", max)?;
+            if min.iter().zip(max).any(|(a, b)| a >= b) {
+                return Err(at(
+                    t,
+                    "max",
+                    format!("box min {min:?} must lie below max {max:?}"),
+                ));
+            }
+            self.load_mesh(file, min, max)
+                .map_err(|e| at(t, "file", e.to_string()))
+                .map(|_| ())
+        };
         let region_ok = |t: Table, r: &RegionSpec, spacing: Option<f32>, v: &Option<Vec<f32>>| {
             let (min, max, keys) = match r {
                 RegionSpec::Mesh { file, min, max } => {
-                    if d != 3 {
-                        return Err(at(t, "shape", "mesh bodies need dimension = 3".into()));
-                    }
-                    vec_len(t, "min", min)?;
-                    vec_len(t, "max", max)?;
-                    if min.iter().zip(max).any(|(a, b)| a >= b) {
-                        return Err(at(
-                            t,
-                            "max",
-                            format!("box min {min:?} must lie below max {max:?}"),
-                        ));
-                    }
-                    self.load_mesh(file, min, max)
-                        .map_err(|e| at(t, "file", e.to_string()))?;
+                    mesh_ok(t, "bodies", file, min, max)?;
                     (min.clone(), max.clone(), ["min", "max"])
                 }
                 RegionSpec::Box { min, max } => {
@@ -778,11 +805,15 @@ impl Scene {
                     vec_len(t, "half", half)?;
                 }
                 ColliderShape::Sphere { centre, .. } => vec_len(t, "centre", centre)?,
+                ColliderShape::Mesh { file, min, max } => mesh_ok(t, "colliders", file, min, max)?,
             }
             if let Some(v) = &spec.velocity {
                 vec_len(t, "velocity", v)?;
             }
-            spec.to_collider(d)
+            if let Some(w) = &spec.angular_velocity {
+                vec_len(t, "angular_velocity", w)?;
+            }
+            spec.to_collider(d, SdfId(0))
                 .validate()
                 .map_err(|e| at_mentioned(t, format!("collider {}: {e}", i + 1)))?;
         }
@@ -987,9 +1018,27 @@ impl Scene {
             }
         }
         for c in &self.colliders {
+            let spec = c.get_ref();
+            let fail = |e: String| self.at(c.span().start, e);
+            let mut sdf = SdfId(0);
+            if let Ok(ColliderShape::Mesh { file, min, max }) = spec.geometry() {
+                // A lattice of half cells reaching two cells past the mesh, in a frame
+                // centred on its box.
+                let dx = f64::from(self.dx());
+                let mesh = self
+                    .load_mesh(&file, &min, &max)
+                    .map_err(|e| fail(e.to_string()))?;
+                let mut field = mesh
+                    .signed_distance(dx / 2.0, 2.0 * dx)
+                    .map_err(|e| fail(e.to_string()))?;
+                for a in 0..3 {
+                    field.origin[a] -= 0.5 * (min[a] + max[a]);
+                }
+                sdf = solver.add_sdf(field).map_err(|e| fail(e.to_string()))?;
+            }
             solver
-                .add_collider(c.get_ref().to_collider(D))
-                .map_err(|e| self.at(c.span().start, e.to_string()))?;
+                .add_collider(spec.to_collider(D, sdf))
+                .map_err(|e| fail(e.to_string()))?;
         }
         for e in &self.emitters {
             let em = e.get_ref();
@@ -1076,6 +1125,30 @@ impl ColliderSpec {
     /// Picks the fields the shape takes, refusing missing and extra ones.
     pub fn geometry(&self) -> Result<ColliderShape, String> {
         let c = self;
+        let analytic = c.point.is_some()
+            || c.normal.is_some()
+            || c.centre.is_some()
+            || c.half.is_some()
+            || c.radius.is_some();
+        if c.shape == ShapeName::Mesh {
+            return match (&c.file, &c.min, &c.max) {
+                (Some(file), Some(min), Some(max)) if !analytic => Ok(ColliderShape::Mesh {
+                    file: file.clone(),
+                    min: min.clone(),
+                    max: max.clone(),
+                }),
+                _ => Err(
+                    "a mesh collider takes `file`, `min` and `max` (the box it is fitted \
+                          into) only"
+                        .into(),
+                ),
+            };
+        }
+        if c.file.is_some() || c.min.is_some() || c.max.is_some() || c.angular_velocity.is_some() {
+            return Err(
+                "only a mesh collider takes `file`, `min`, `max` and `angular_velocity`".into(),
+            );
+        }
         match (c.shape, &c.point, &c.normal, &c.centre, &c.half, c.radius) {
             (ShapeName::Plane, Some(p), Some(n), None, None, None) => Ok(ColliderShape::Plane {
                 point: p.clone(),
@@ -1097,16 +1170,15 @@ impl ColliderSpec {
                 Err("a plane collider takes `point` and `normal` only".into())
             }
             (ShapeName::Box, ..) => Err("a box collider takes `centre` and `half` only".into()),
-            (ShapeName::Mesh, ..) => Err(
-                "colliders are planes, boxes or spheres (mesh colliders are not supported)".into(),
-            ),
+            (ShapeName::Mesh, ..) => unreachable!("meshes are taken above"),
             (ShapeName::Sphere, ..) => {
                 Err("a sphere collider takes `centre` and `radius` only".into())
             }
         }
     }
 
-    fn to_collider(&self, d: usize) -> Collider {
+    /// The collider, a mesh's as the distance field `sdf` placed at the centre of its box.
+    fn to_collider(&self, d: usize, sdf: SdfId) -> Collider {
         // In 2D a box reaches through the unused third axis.
         let third = if d == 2 { 1.0 } else { 0.0 };
         let geometry = self.geometry().unwrap_or(ColliderShape::Sphere {
@@ -1131,6 +1203,16 @@ impl ColliderSpec {
             ColliderShape::Sphere { centre, radius } => Shape::Sphere {
                 centre: vector3(centre),
                 radius: *radius,
+            },
+            ColliderShape::Mesh { min, max, .. } => Shape::Sdf {
+                sdf,
+                position: std::array::from_fn(|a| 0.5 * (vector3(min)[a] + vector3(max)[a])),
+                rotation: [0.0, 0.0, 0.0, 1.0],
+                angular_velocity: self
+                    .angular_velocity
+                    .as_deref()
+                    .map(vector3)
+                    .unwrap_or([0.0; 3]),
             },
         };
         Collider {

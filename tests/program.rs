@@ -442,3 +442,99 @@ fn a_divergence_names_the_scene_material() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A mesh collider from a scene file: a torus ring (`scenes/meshes/torus.obj`, lying flat,
+/// its tube of radius 0.086 around y = 0.2, 0.214 from the centre) holds up a jelly block
+/// dropped on its tube from 0.044 above: after 0.2 s no particle lies more than a quarter
+/// cell inside the mesh (its own fine distance field, interpolated here), and nine in ten
+/// are above the ring's plane (falling through, the block would reach 0.13). A mesh collider
+/// in 2D, or `file` on a sphere collider, is an error that says so.
+#[test]
+fn mesh_colliders_hold_material_and_are_checked() {
+    use mpm::core::solver::D3;
+    use mpm::mesh::TriMesh;
+    let text = r#"
+[simulation]
+dimension = 3
+resolution = [32, 32, 32]
+dt = 4e-4
+frame_time = 0.02
+frames = 10
+
+[[materials]]
+name = "jelly"
+model = "neo-hookean"
+youngs = 2e4
+
+[[bodies]]
+material = "jelly"
+shape = "box"
+min = [0.66, 0.33, 0.45]
+max = [0.76, 0.43, 0.55]
+
+[[colliders]]
+shape = "mesh"
+file = "scenes/meshes/torus.obj"
+min = [0.2, 0.1, 0.2]
+max = [0.8, 0.3, 0.8]
+condition = "sticky"
+"#;
+    let scene = Scene::parse("test.toml", text).expect("scene");
+    let backend = mpm::backend::cpu();
+    let mut s = scene.build::<D3, 3>(&backend).expect("solver");
+    while s.time() < 0.2 {
+        s.substep().expect("substep");
+    }
+    let (x, _) = s.positions().expect("positions");
+    let mut mesh = TriMesh::load("scenes/meshes/torus.obj").expect("mesh");
+    mesh.fit_into([0.2, 0.1, 0.2], [0.8, 0.3, 0.8])
+        .expect("fit");
+    let dx = 1.0f32 / 32.0;
+    let fine = mesh
+        .signed_distance(f64::from(dx) / 8.0, f64::from(dx))
+        .expect("field");
+    let distance = |p: [f32; 3]| {
+        let local: [f32; 3] = std::array::from_fn(|a| (p[a] - fine.origin[a]) / fine.spacing);
+        let cell = local.map(|c| c.floor());
+        let mut d = 0.0;
+        for corner in 0..8 {
+            let mut w = 1.0;
+            let mut index = 0;
+            let mut stride = 1;
+            for a in 0..3 {
+                let high = (corner >> a) & 1;
+                let f = local[a] - cell[a];
+                w *= if high == 1 { f } else { 1.0 - f };
+                let k = (cell[a] as usize + high).min(fine.dims[a] as usize - 1);
+                index += k * stride;
+                stride *= fine.dims[a] as usize;
+            }
+            d += w * fine.values[index];
+        }
+        d
+    };
+    let deepest = x.iter().map(|&p| distance(p)).fold(f32::MAX, f32::min);
+    let above = x.iter().filter(|p| p[1] > 0.2).count();
+    assert!(
+        deepest > -0.25 * dx && above > x.len() * 9 / 10,
+        "deepest particle {} cells inside, {above} of {} above the centre",
+        -deepest / dx,
+        x.len()
+    );
+    for (edit, says) in [
+        (
+            text.replace("dimension = 3", "dimension = 2")
+                .replace("resolution = [32, 32, 32]", "resolution = [32, 32]")
+                .replace("min = [0.66, 0.33, 0.45]", "min = [0.66, 0.33]")
+                .replace("max = [0.76, 0.43, 0.55]", "max = [0.76, 0.43]"),
+            "mesh colliders need dimension = 3",
+        ),
+        (
+            text.replace("shape = \"mesh\"", "shape = \"sphere\""),
+            "only a mesh collider takes `file`",
+        ),
+    ] {
+        let e = error_of(&edit);
+        assert!(e.contains(says), "{e}");
+    }
+}

@@ -39,11 +39,44 @@ pub fn boundary(v: Vec, n: Vec, vc: Vec, condition: i32, friction: f32) -> Vec {
     out + vc
 }
 
-/// An analytic collider's signed distance at `x` (negative inside) and its outward normal
-/// there, from its table rows (see `Collider::rows`); a distance-field collider is
-/// `sdf_local`'s.
+/// `x` in a distance-field collider's lattice (in lattice cells; `extra` holds the lattice's
+/// origin in the collider's frame and its spacing, `dims` its sample counts), and whether
+/// the collider is one and `x`'s cell lies inside its lattice. Then the caller reads the
+/// cell's `CORNERS` samples (`sdf_index`) for `collider_distance`.
 #[func]
-pub fn collider_distance(x: Vec, head: Vec4, at: Vec4, extra: Vec4) -> (f32, Vec) {
+pub fn sdf_local(
+    x: Vec,
+    head: Vec4,
+    at: Vec4,
+    extra: Vec4,
+    rotation: Mat,
+    dims: Vec4,
+) -> (Vec, bool) {
+    let local = (transpose(rotation) * (x - row(at)) - row(extra)) / extra.w;
+    let size = row(dims);
+    let mut within = head.x as i32 == SDF;
+    for a in 0..DIM {
+        if local[a] < 0.0 || local[a] >= size[a] - 1.0 {
+            within = false;
+        }
+    }
+    (local, within)
+}
+
+/// A collider's signed distance at `x` (negative inside) and its outward normal there, from
+/// its table rows (see `Collider::rows`): the analytic shapes', or a distance field's from
+/// the `samples` around `local` where `within` its lattice (outside it is outside the body).
+#[func]
+pub fn collider_distance(
+    x: Vec,
+    head: Vec4,
+    at: Vec4,
+    extra: Vec4,
+    rotation: Mat,
+    local: Vec,
+    within: bool,
+    samples: [f32; 8],
+) -> (f32, Vec) {
     let shape = head.x as i32;
     let d = x - row(at);
     let mut phi = 1.0;
@@ -68,25 +101,12 @@ pub fn collider_distance(x: Vec, head: Vec4, at: Vec4, extra: Vec4) -> (f32, Vec
                 n[a] = select(d[a] < 0.0, -1.0, 1.0);
             }
         }
+    } else if within {
+        let (sampled, gradient) = sdf_distance(local, samples, rotation, extra.w);
+        phi = sampled;
+        n = gradient;
     }
     (phi, n)
-}
-
-/// `x` in a distance-field collider's lattice (in lattice cells; `extra` holds the lattice's
-/// origin in the collider's frame and its spacing, `dims` its sample counts), and whether
-/// its cell lies inside the lattice. There the caller reads the cell's `CORNERS` samples
-/// (`sdf_index`) and finishes with `sdf_distance`; outside the lattice is outside the body.
-#[func]
-pub fn sdf_local(x: Vec, at: Vec4, extra: Vec4, rotation: Mat, dims: Vec4) -> (Vec, bool) {
-    let local = (transpose(rotation) * (x - row(at)) - row(extra)) / extra.w;
-    let size = row(dims);
-    let mut within = true;
-    for a in 0..DIM {
-        if local[a] < 0.0 || local[a] >= size[a] - 1.0 {
-            within = false;
-        }
-    }
-    (local, within)
 }
 
 /// The index in the distance-field storage of corner `corner` (bit `a` for +1 along axis
@@ -309,32 +329,32 @@ macro_rules! substep {
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
                         let head = colliders[r];
-                        let (analytic, normal) =
-                            collider_distance(xn, head, colliders[r + 1], colliders[r + 2]);
-                        let mut phi = analytic;
-                        let mut n = normal;
-                        if head.x as i32 == SDF {
-                            let rotation =
-                                frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
-                            let (local, within) = sdf_local(
-                                xn,
-                                colliders[r + 1],
-                                colliders[r + 2],
-                                rotation,
-                                colliders[r + 8],
-                            );
-                            if within {
-                                let mut samples = [0.0; 8];
-                                for corner in 0..CORNERS {
-                                    samples[corner] =
-                                        sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
-                                }
-                                let (sampled, gradient) =
-                                    sdf_distance(local, samples, rotation, colliders[r + 2].w);
-                                phi = sampled;
-                                n = gradient;
+                        let rotation = frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
+                        let (local, within) = sdf_local(
+                            xn,
+                            head,
+                            colliders[r + 1],
+                            colliders[r + 2],
+                            rotation,
+                            colliders[r + 8],
+                        );
+                        let mut samples = [0.0; 8];
+                        if within {
+                            for corner in 0..CORNERS {
+                                samples[corner] =
+                                    sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
                             }
                         }
+                        let (phi, n) = collider_distance(
+                            xn,
+                            head,
+                            colliders[r + 1],
+                            colliders[r + 2],
+                            rotation,
+                            local,
+                            within,
+                            samples,
+                        );
                         if phi < 0.0 {
                             let vc = collider_velocity(
                                 xn,
@@ -393,32 +413,32 @@ macro_rules! substep {
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
                         let head = colliders[r];
-                        let (analytic, normal) =
-                            collider_distance(new_x, head, colliders[r + 1], colliders[r + 2]);
-                        let mut phi = analytic;
-                        let mut n = normal;
-                        if head.x as i32 == SDF {
-                            let rotation =
-                                frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
-                            let (local, within) = sdf_local(
-                                new_x,
-                                colliders[r + 1],
-                                colliders[r + 2],
-                                rotation,
-                                colliders[r + 8],
-                            );
-                            if within {
-                                let mut samples = [0.0; 8];
-                                for corner in 0..CORNERS {
-                                    samples[corner] =
-                                        sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
-                                }
-                                let (sampled, gradient) =
-                                    sdf_distance(local, samples, rotation, colliders[r + 2].w);
-                                phi = sampled;
-                                n = gradient;
+                        let rotation = frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
+                        let (local, within) = sdf_local(
+                            new_x,
+                            head,
+                            colliders[r + 1],
+                            colliders[r + 2],
+                            rotation,
+                            colliders[r + 8],
+                        );
+                        let mut samples = [0.0; 8];
+                        if within {
+                            for corner in 0..CORNERS {
+                                samples[corner] =
+                                    sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
                             }
                         }
+                        let (phi, n) = collider_distance(
+                            new_x,
+                            head,
+                            colliders[r + 1],
+                            colliders[r + 2],
+                            rotation,
+                            local,
+                            within,
+                            samples,
+                        );
                         if phi < 0.0 {
                             new_x -= phi * n;
                             let vc = collider_velocity(
