@@ -219,8 +219,17 @@ fn shipped_scene_files_are_valid() {
 
 /// A CPU run on two threads: `mpm run` makes CPU runs reproducible.
 fn run(out: &std::path::Path, frames: u32, resume: Option<PathBuf>) -> commands::Summary {
+    run_text(SMALL, out, frames, resume)
+}
+
+fn run_text(
+    text: &str,
+    out: &std::path::Path,
+    frames: u32,
+    resume: Option<PathBuf>,
+) -> commands::Summary {
     let scene = out.join("small.toml");
-    std::fs::write(&scene, SMALL).expect("scene");
+    std::fs::write(&scene, text).expect("scene");
     commands::run(&RunOptions {
         scene: Some(scene),
         backend: Some(mpm::backend::Choice::Cpu),
@@ -278,6 +287,39 @@ fn resumed_runs_continue_bit_for_bit() {
     })
     .expect_err("damaged checkpoint");
     assert!(e.to_string().contains("checksum"), "{e}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A checkpoint holds a spinning mesh collider's place and turn: `sand_wheel.toml` run for
+/// four frames, and for two then two more from the checkpoint, ends in the same bytes.
+#[test]
+fn resumed_runs_keep_a_spinning_mesh_collider() {
+    let base = std::env::temp_dir().join(format!("mpm-resume-mesh-{}", std::process::id()));
+    let (whole, part) = (base.join("whole"), base.join("part"));
+    for d in [&whole, &part] {
+        std::fs::create_dir_all(d).expect("dir");
+    }
+    let mesh = concat!(env!("CARGO_MANIFEST_DIR"), "/scenes/meshes/torus.obj");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenes/sand_wheel.toml"
+    ))
+    .expect("scene")
+    .replace("\"meshes/torus.obj\"", &format!("{mesh:?}"))
+    .replace("[output]", "[output]\npng = false\ncheckpoint_every = 2");
+    run_text(&text, &whole, 4, None);
+    run_text(&text, &part, 2, None);
+    let saved = part.join("after2.mpmck");
+    std::fs::copy(commands::checkpoint_path(&part), &saved).expect("copy");
+    run_text(&text, &part, 4, Some(saved));
+    let (x, y) = (
+        std::fs::read(commands::checkpoint_path(&whole)).expect("whole"),
+        std::fs::read(commands::checkpoint_path(&part)).expect("part"),
+    );
+    assert!(
+        x == y,
+        "the resumed run's final state differs from the uninterrupted one"
+    );
     let _ = std::fs::remove_dir_all(&base);
 }
 
