@@ -94,6 +94,9 @@ pub struct Simulation {
     /// quasi-static scenes.
     #[serde(default)]
     pub damping: f32,
+    /// F-bar anti-locking for the hyperelastic solids (see `Settings::f_bar`).
+    #[serde(default)]
+    pub f_bar: bool,
     /// Artificial bulk viscosity for impacts: `{ linear = 0.06, quadratic = 1.5 }` (off when
     /// absent; see `BulkViscosity`).
     pub bulk_viscosity: Option<ViscositySpec>,
@@ -897,6 +900,7 @@ impl Scene {
         };
         settings.flip = s.flip;
         settings.damping = s.damping;
+        settings.f_bar = s.f_bar;
         if let Some(v) = s.bulk_viscosity {
             settings.bulk_viscosity = BulkViscosity {
                 linear: v.linear,

@@ -886,6 +886,121 @@ fn a_turned_distance_field_stands_where_its_rotation_puts_it(b: &BackendRef) {
     }
 }
 
+/// F-bar against its definition: a jelly disc (Poisson's ratio 0.49) squeezed unevenly
+/// (a random velocity field) for a few substeps with `f_bar`, then one more; from the
+/// particles after it, the host forms each particle's averaged volume change, `J-bar - 1 =
+/// sum_i w_ip (sum_q w_iq V_q (J_q - 1) / sum_q w_iq V_q)` with the quadratic B-spline
+/// weights, and the neo-Hookean stress of `(J-bar / J)^(1/2) F`, in f64: the substep's
+/// stress matches it (to f32's rounding of the model, relative to the stress of F). Without
+/// `f_bar` the stress is that of F itself, which differs.
+fn f_bar_stress_is_that_of_the_averaged_volume(b: &BackendRef) {
+    use mpm::core::glam::{DMat2, DVec2};
+    let material = Material::NeoHookean {
+        density: 1000.0,
+        youngs: 1e4,
+        poisson: 0.49,
+    };
+    let (mu, lambda) = material.lame();
+    let (mu, lambda) = (f64::from(mu), f64::from(lambda));
+    let neo_hookean = |f: DMat2| {
+        mu * (f * f.transpose() - DMat2::IDENTITY)
+            + DMat2::from_diagonal(DVec2::splat(lambda * f.determinant().ln()))
+    };
+    let largest = |m: DMat2| m.abs().to_cols_array().into_iter().fold(0.0f64, f64::max);
+    for f_bar in [true, false] {
+        let mut settings = Settings::<2>::new(32, 2e-5);
+        settings.gravity = [0.0, 0.0];
+        settings.f_bar = f_bar;
+        let dx = f64::from(settings.dx);
+        let mut s = Solver2::new(b, settings).expect("solver");
+        let m = s.add_material(material.clone()).expect("material");
+        let disc = Region::Sphere {
+            centre: [0.5, 0.5],
+            radius: 0.2,
+        };
+        let x = mpm::core::solver::seeding::fill(&disc, 1.0 / 64.0, Sampling::Jittered, 3)
+            .expect("seed");
+        let v: Vec<[f32; 2]> = (0..x.len() as u32)
+            .map(|i| {
+                let r = |k: u32| mpm::core::rng::rand_f32(7, 2 * i + k) - 0.5;
+                [r(0), r(1)]
+            })
+            .collect();
+        s.add_moving(&x, &v, (1.0f32 / 64.0).powi(2), m)
+            .expect("particles");
+        for _ in 0..5 {
+            s.substep().expect("substep");
+        }
+        let p = s.particles.download().expect("particles");
+        // Quadratic B-spline stencil: base node and weights per axis.
+        let stencil = |x: [f32; 2]| {
+            let xc = x.map(|c| f64::from(c) / dx);
+            let base = xc.map(|c| (c - 0.5).floor());
+            let w = [0, 1].map(|a| {
+                let f = xc[a] - base[a];
+                [
+                    0.5 * (1.5 - f).powi(2),
+                    0.75 - (f - 1.0).powi(2),
+                    0.5 * (f - 0.5).powi(2),
+                ]
+            });
+            (base.map(|c| c as i64), w)
+        };
+        let mut nodes = std::collections::HashMap::<(i64, i64), (f64, f64)>::new();
+        let dj: Vec<f64> = p
+            .grad_u
+            .iter()
+            .map(|h| (DMat2::IDENTITY + h.as_dmat2()).determinant() - 1.0)
+            .collect();
+        for (q, x) in p.x.iter().enumerate() {
+            let (base, w) = stencil(x.to_array());
+            for i in 0..3 {
+                for k in 0..3 {
+                    let n = nodes.entry((base[0] + i, base[1] + k)).or_default();
+                    let share = w[0][i as usize] * w[1][k as usize] * f64::from(p.vol[q]);
+                    n.0 += share * dj[q];
+                    n.1 += share;
+                }
+            }
+        }
+        // Relative to the largest stress of F: f32's ln(det F) in the model rounds to about
+        // lambda 1e-7, large against the small averaged stress of a nearly incompressible
+        // solid.
+        let size = p
+            .grad_u
+            .iter()
+            .map(|h| largest(neo_hookean(DMat2::IDENTITY + h.as_dmat2())))
+            .fold(0.0f64, f64::max);
+        let mut worst = 0.0f64;
+        let mut moved = 0.0f64;
+        for (q, x) in p.x.iter().enumerate() {
+            let (base, w) = stencil(x.to_array());
+            let mut dj_bar = 0.0;
+            for i in 0..3 {
+                for k in 0..3 {
+                    let n = nodes[&(base[0] + i, base[1] + k)];
+                    dj_bar += w[0][i as usize] * w[1][k as usize] * n.0 / n.1;
+                }
+            }
+            let f = DMat2::IDENTITY + p.grad_u[q].as_dmat2();
+            let f_bar_matrix = ((1.0 + dj_bar) / (1.0 + dj[q])).sqrt() * f;
+            let expected = if f_bar {
+                neo_hookean(f_bar_matrix)
+            } else {
+                neo_hookean(f)
+            };
+            let got = p.tau[q].as_dmat2();
+            worst = worst.max(largest(got - expected) / size);
+            let shift = neo_hookean(f_bar_matrix) - neo_hookean(f);
+            moved = moved.max(largest(shift) / size);
+        }
+        assert!(
+            worst < 1e-3 && moved > 0.1,
+            "f_bar {f_bar}: stress off its definition by {worst} (relative); F-bar moves it by {moved}"
+        );
+    }
+}
+
 fn sparse_and_dense_grids_agree(b: &BackendRef) {
     let run = |grid: GridLayout| {
         let mut settings = Settings::<2>::new(64, 2e-4);
@@ -1158,6 +1273,7 @@ per_backend! {
     distance_field_colliders_act_as_their_shapes => distance_field_colliders_act_as_their_shapes,
     a_thin_moving_wall_sweeps_the_sand_ahead => a_thin_moving_wall_sweeps_the_sand_ahead,
     a_spinning_collider_turns_what_sticks_to_it => a_spinning_collider_turns_what_sticks_to_it,
+    f_bar_stress_is_that_of_the_averaged_volume => f_bar_stress_is_that_of_the_averaged_volume,
     a_turned_distance_field_stands_where_its_rotation_puts_it => a_turned_distance_field_stands_where_its_rotation_puts_it,
     sparse_and_dense_grids_agree => sparse_and_dense_grids_agree,
     bad_settings_and_inputs_are_named => bad_settings_and_inputs_are_named,

@@ -228,6 +228,15 @@ pub(crate) use material_table;
 /// it).
 pub const USER_KIND: i32 = 5;
 
+/// Whether F-bar anti-locking (`Settings::f_bar`) applies to a kind: the hyperelastic solids
+/// (`NeoHookean` = 1, `FixedCorotated` = 2), whose stress is a function of F alone. Water
+/// keeps only its volume already; the plastic models' return mapping would have to be redone
+/// on F-bar.
+#[crate::func]
+pub fn f_bar_applies(kind: i32) -> bool {
+    kind == 1 || kind == 2
+}
+
 /// Compiles, in a dimension's module ([`dim2`], [`dim3`]), the shared strain measures, each
 /// model file of [`material_table!`] (its public funcs re-exported), and `constitutive`, the
 /// update of a particle of any kind: the entries' `update`s, one branch each.

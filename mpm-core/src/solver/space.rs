@@ -73,6 +73,7 @@ macro_rules! substep_call {
             &mut $grid.v,
             &mut $grid.v0,
             &mut $grid.m,
+            &mut $grid.j,
             count,
             $s.step,
             $IV::from_array($s.res.map(|r| r as i32)),
@@ -91,6 +92,7 @@ macro_rules! substep_call {
             $s.margin,
             $s.max_speed,
             $s.track_speed,
+            if $s.f_bar { count } else { 0 },
         )?)
     }};
 }

@@ -3,13 +3,13 @@
 //! once for both dimensions: compiled as `kernels::dim2` and `kernels::dim3`, whose modules
 //! supply `Vec`, `Mat`, `IVec`, `DIM`, `D`, the stencil helpers and the materials.
 
-use glam::Vec4;
+use glam::{Vec2, Vec4};
 
 use super::{
     frame, materials, offset, row, spin, stencil, to_vec, IVec, Mat, Vec, CORNERS, CUBIC_DEPTH, D,
     DIM, QUADRATIC_DEPTH,
 };
-use crate::materials::USER_KIND;
+use crate::materials::{f_bar_applies, USER_KIND};
 use crate::solver::kernels::{
     non_finite, speed_bucket, BOX, COLLIDER_ROWS, NON_FINITE, PLANE, SDF, SLIP, SPHERE, STICKY,
     TOO_FAST,
@@ -37,6 +37,18 @@ pub fn boundary(v: Vec, n: Vec, vc: Vec, condition: i32, friction: f32) -> Vec {
         out = keep * vt;
     }
     out + vc
+}
+
+/// The artificial bulk viscosity's Kirchhoff pressure (see `BulkViscosity`): in
+/// compression (`rate = tr C < 0`), `J q` with `J rho = rho0` (the `elastic` row's density,
+/// `.z`, and wave speed, `.w`); zero in expansion.
+#[func]
+pub fn viscous_pressure(rate: f32, elastic: Vec4, dx: f32, linear: f32, quadratic: f32) -> f32 {
+    let mut q = 0.0;
+    if rate < 0.0 {
+        q = elastic.z * dx * (quadratic * dx * rate * rate - linear * elastic.w * rate);
+    }
+    q
 }
 
 /// `x` in a distance-field collider's lattice (in lattice cells; `extra` holds the lattice's
@@ -263,6 +275,7 @@ macro_rules! substep {
             grid_v: &mut Field<Vec, D>,
             grid_v0: &mut Field<Vec, D>,
             grid_m: &mut Field<f32, D>,
+            grid_j: &mut Field<Vec2, D>,
             count: u32,
             step: i32,
             res: IVec,
@@ -281,6 +294,7 @@ macro_rules! substep {
             margin: f32,
             max_speed: f32,
             track_speed: bool,
+            f_bar_count: u32,
         ) {
             let inv_dx = 1.0 / dx;
             let support = $support;
@@ -292,6 +306,9 @@ macro_rules! substep {
                 grid_v[cell] = Vec::ZERO;
                 grid_v0[cell] = Vec::ZERO;
                 grid_m[cell] = 0.0;
+                if f_bar_count > 0 {
+                    grid_j[cell] = Vec2::ZERO;
+                }
             }
             'p2g: for p in 0..count {
                 let id = material[p];
@@ -468,12 +485,10 @@ macro_rules! substep {
                     // `J (-q I)` with `J rho = rho0`, the row's density.
                     let rate = trace(new_c);
                     let viscous = visc_linear + visc_quadratic > 0.0 && kind != USER_KIND;
-                    if rate < 0.0 && viscous {
-                        let e = elastic[id];
-                        let q = e.z
-                            * dx
-                            * (visc_quadratic * dx * rate * rate - visc_linear * e.w * rate);
-                        tau_new -= q * Mat::IDENTITY;
+                    if viscous {
+                        tau_new -=
+                            viscous_pressure(rate, elastic[id], dx, visc_linear, visc_quadratic)
+                                * Mat::IDENTITY;
                     }
                     let speed2 = dot(new_v, new_v);
                     let mut why = 0;
@@ -533,6 +548,68 @@ macro_rules! substep {
                     grad_u[p] = h_new;
                     tau[p] = tau_new;
                     jp[p] = jp_new;
+                }
+            }
+            // F-bar (see `Settings::f_bar`; `f_bar_count` is `count` with it, else 0): the volume change `J - 1` of the new states,
+            // averaged at each node over the particles that reach it (weighted by
+            // `w V0`), then back at each particle through its weights; the stress is
+            // recomputed from `F-bar = (J-bar / J)^(1/d) F`, while F itself evolves as before.
+            'f_bar_scatter: for p in 0..f_bar_count {
+                let id = material[p];
+                if id >= 0 && f_bar_applies(kinds[id]) {
+                    let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                    let share = vol[p] * vec2(materials::volume_change(grad_u[p]), 1.0);
+                    for i in 0..support {
+                        for k in 0..support {
+                            for l in 0..depth {
+                                let o = offset(i, k, l);
+                                grid_j[base + o] += (w[0][i] * w[1][k] * w[2][l]) * share;
+                            }
+                        }
+                    }
+                }
+            }
+            'f_bar_stress: for p in 0..f_bar_count {
+                let id = material[p];
+                if id >= 0 && f_bar_applies(kinds[id]) {
+                    let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                    let mut dj_bar = 0.0;
+                    for i in 0..support {
+                        for k in 0..support {
+                            for l in 0..depth {
+                                let o = offset(i, k, l);
+                                let node = grid_j[base + o];
+                                if node.y > 0.0 {
+                                    dj_bar += (w[0][i] * w[1][k] * w[2][l]) * node.x / node.y;
+                                }
+                            }
+                        }
+                    }
+                    // s = (J-bar / J)^(1/d) by its increment, from the volume changes (f32:
+                    // J - 1 is far below 1 in nearly incompressible solids).
+                    let h = grad_u[p];
+                    let dj = materials::volume_change(h);
+                    let grow = materials::root_change((dj_bar - dj) / (1.0 + dj));
+                    let h_bar = h + grow * (Mat::IDENTITY + h);
+                    let (_h, mut tau_bar, _jp) = materials::constitutive(
+                        kinds[id],
+                        h_bar,
+                        c[p],
+                        tau[p],
+                        jp[p],
+                        elastic[id],
+                        params[id],
+                    );
+                    if visc_linear + visc_quadratic > 0.0 {
+                        tau_bar -= viscous_pressure(
+                            trace(c[p]),
+                            elastic[id],
+                            dx,
+                            visc_linear,
+                            visc_quadratic,
+                        ) * Mat::IDENTITY;
+                    }
+                    tau[p] = tau_bar;
                 }
             }
         }
