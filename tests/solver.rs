@@ -1399,7 +1399,15 @@ fn profiles_name_each_loop(b: &BackendRef) {
         .collect();
     assert_eq!(
         substep,
-        ["speeds", "clear", "p2g", "grid_update", "g2p_stress"],
+        [
+            "speeds",
+            "clear",
+            "p2g",
+            "grid_update",
+            "g2p_stress",
+            "f_bar_scatter",
+            "f_bar_stress"
+        ],
         "{profile:#?}"
     );
 }
