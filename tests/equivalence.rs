@@ -4185,3 +4185,49 @@ fn whole_range_approximate_builtins() {
         },
     );
 }
+
+// =========================================================================================
+// 36. Host constants of types outside the language cast in a kernel (`LEN as i32` of a
+//     `usize` length, a `u64`), converted where they stand as Rust's `as` does on the CPU;
+//     a shift of two constants
+// =========================================================================================
+
+const LEN: usize = 5;
+const SHIFT: i32 = 3;
+const BIG: u64 = 1 << 40;
+
+#[kernel]
+fn k_host_constants(a: &Field<i32>, out: &mut Field<i32>, fout: &mut Field<f32>) {
+    for i in a.indices() {
+        let mut lanes = [0i32; LEN];
+        for k in 0..LEN as i32 {
+            lanes[k] = a[i] + k;
+        }
+        out[i] = lanes[LEN as i32 - 1] + (1i32 << SHIFT) + (BIG as i32) + (LEN as u32) as i32;
+        fout[i] = LEN as f32 + (BIG as f32) * 1e-12;
+    }
+}
+
+/// Exact: the constants convert on the host, wrapping like Rust's `as` (`BIG as i32` is 0).
+#[test]
+fn host_constants_cast_in_kernels() {
+    property(4, vec(-1000i32..1000, 16), |bk, a| {
+        agree(
+            bk,
+            false,
+            |be| {
+                let fa = Field::from_slice(be, [16], &a)?;
+                let mut o = Field::<i32>::new(be, [16])?;
+                let mut f = Field::<f32>::new(be, [16])?;
+                k_host_constants(&fa, &mut o, &mut f)?;
+                Ok((o.download()?, f.download()?))
+            },
+            |c, g| {
+                let expected: Vec<i32> = a.iter().map(|v| v + 4 + 8 + 5).collect();
+                prop_assert_eq!(&c.0, &expected, "the CPU against Rust's own arithmetic");
+                same("host constants (i32)", &c.0, &g.0, Tol::Exact)?;
+                same("host constants (f32)", &c.1, &g.1, Tol::Exact)
+            },
+        )
+    });
+}

@@ -1132,6 +1132,11 @@ macro_rules! int_bit_ops {
         crate::__trace_binary!(lit_l TBitXor, BitXor, $t, $t, $t);
         crate::__trace_binary!(lit_l TShl, Shl, $t, $t, $t);
         crate::__trace_binary!(lit_l TShr, Shr, $t, $t, $t);
+        crate::__trace_binary!(lit_both TBitAnd, BitAnd, $t, $t, $t);
+        crate::__trace_binary!(lit_both TBitOr, BitOr, $t, $t, $t);
+        crate::__trace_binary!(lit_both TBitXor, BitXor, $t, $t, $t);
+        crate::__trace_binary!(lit_both TShl, Shl, $t, $t, $t);
+        crate::__trace_binary!(lit_both TShr, Shr, $t, $t, $t);
     };
 }
 int_bit_ops!(i32);
@@ -1308,10 +1313,42 @@ macro_rules! neg_impls {
 }
 neg_impls!(f32, i32, Vec2, Vec3, Vec4, IVec2, IVec3, Mat2, Mat3);
 
-/// Numeric conversion `a as T`.
-pub fn cast<T: CastFrom<S>, S: Value, A: IntoExpr<S>>(a: A) -> Expr<T> {
-    Expr::new(ExprKind::Cast(a.into_expr().id))
+/// Numeric conversion `a as T`: of a value of the language, or of a host integer constant
+/// of a type outside it (a `usize` length, a `u64`), converted where it stands as Rust's
+/// `as` converts it, which is what the CPU lowering does with the same code.
+pub fn cast<T: Value, S, A: CastSource<T, S>>(a: A) -> Expr<T> {
+    a.cast()
 }
+
+/// What `a as T` converts from: `S` the language's type of `a`, or `a`'s own host type.
+pub trait CastSource<T: Value, S> {
+    fn cast(self) -> Expr<T>;
+}
+impl<T: CastFrom<S>, S: Value, A: IntoExpr<S>> CastSource<T, S> for A {
+    fn cast(self) -> Expr<T> {
+        Expr::new(ExprKind::Cast(self.into_expr().id))
+    }
+}
+macro_rules! host_casts {
+    ($($s:ty),*) => {$(
+        impl CastSource<i32, $s> for $s {
+            fn cast(self) -> Expr<i32> {
+                (self as i32).into_expr()
+            }
+        }
+        impl CastSource<u32, $s> for $s {
+            fn cast(self) -> Expr<u32> {
+                (self as u32).into_expr()
+            }
+        }
+        impl CastSource<f32, $s> for $s {
+            fn cast(self) -> Expr<f32> {
+                (self as f32).into_expr()
+            }
+        }
+    )*};
+}
+host_casts!(usize, isize, u64, i64, u16, i16, u8, i8);
 /// The `as` conversions Rust allows between the language's scalars.
 pub trait CastFrom<S>: Value {}
 macro_rules! cast_from {
