@@ -13,7 +13,7 @@ fn models_2d(f: &Field<Mat2>, out: &mut Field<Mat2, 2>, mu: f32, lambda: f32, al
     for p in f.indices() {
         let fp = f[p];
         let row = p as i32;
-        out[IVec2::new(row, 0)] = dim2::neo_hookean(fp, mu, lambda);
+        out[IVec2::new(row, 0)] = dim2::neo_hookean(fp - Mat2::IDENTITY, mu, lambda);
         out[IVec2::new(row, 1)] = dim2::fixed_corotated(fp, mu, lambda);
         out[IVec2::new(row, 2)] =
             dim2::water_stress(determinant(fp), fp - Mat2::IDENTITY, 1e3, 7.0, 0.1);
@@ -31,7 +31,7 @@ fn models_3d(f: &Field<Mat3>, out: &mut Field<Mat3, 2>, mu: f32, lambda: f32, al
     for p in f.indices() {
         let fp = f[p];
         let row = p as i32;
-        out[IVec2::new(row, 0)] = dim3::neo_hookean(fp, mu, lambda);
+        out[IVec2::new(row, 0)] = dim3::neo_hookean(fp - Mat3::IDENTITY, mu, lambda);
         out[IVec2::new(row, 1)] = dim3::fixed_corotated(fp, mu, lambda);
         out[IVec2::new(row, 2)] =
             dim3::water_stress(determinant(fp), fp - Mat3::IDENTITY, 1e3, 7.0, 0.1);
@@ -105,7 +105,7 @@ fn materials_agree_on_both_backends() {
     let (c2, c3) = run(&backend::cpu(), &f2, &f3);
     // The CPU kernel gives what the funcs give when called as plain Rust.
     let (mu, la) = mpm::core::materials::lame(1e3, 0.3);
-    assert_eq!(c2[0], dim2::neo_hookean(f2[0], mu, la));
+    assert_eq!(c2[0], dim2::neo_hookean(f2[0] - Mat2::IDENTITY, mu, la));
     let vk = match mpm_vulkan::backend_for_tests(VulkanOptions::from_env(), "materials on Vulkan") {
         Ok(Some(b)) => std::sync::Arc::new(b) as BackendRef,
         Ok(None) => return,

@@ -1,18 +1,24 @@
 //! Hyperelastic solids (jelly).
 //!
 //! * Neo-Hookean: `tau = mu (F F^T - I) + lambda ln(J) I` (Bonet and Wood, "Nonlinear
-//!   Continuum Mechanics for Finite Element Analysis", 2008, eq. 5.29).
+//!   Continuum Mechanics for Finite Element Analysis", 2008, eq. 5.29), of the displacement
+//!   gradient `h = F - I` (see `neo_hookean`).
 //! * Fixed corotated: `tau = 2 mu (F - R) F^T + lambda (J - 1) J I`, R the rotation of F's
 //!   polar decomposition (Stomakhin et al. 2012, "Energetically consistent invertible
 //!   elasticity"; the model of Taichi's mpm99).
 
-use super::{Mat, Vec};
+use super::{ln_1p, volume_change, Mat, Vec};
 use crate::func;
 
+/// Neo-Hookean Kirchhoff stress of the displacement gradient `h = F - I`, in forms that keep
+/// f32's precision near the identity: `F F^T - I = h + h^T + h h^T` and
+/// `ln J = ln_1p(volume_change(h))`. Formed from F, `ln(det F)` rounds to about 1e-7, which
+/// `lambda` multiplies: in a nearly incompressible solid that is the whole averaged stress
+/// of small strains.
 #[func]
-pub fn neo_hookean(f: Mat, mu: f32, lambda: f32) -> Mat {
-    let j = determinant(f);
-    mu * (f * transpose(f) - Mat::IDENTITY) + Mat::from_diagonal(Vec::splat(lambda * ln(j)))
+pub fn neo_hookean(h: Mat, mu: f32, lambda: f32) -> Mat {
+    let stretch = h + transpose(h) + h * transpose(h);
+    mu * stretch + Mat::from_diagonal(Vec::splat(lambda * ln_1p(volume_change(h))))
 }
 
 #[func]

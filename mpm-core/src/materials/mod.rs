@@ -113,7 +113,7 @@ macro_rules! material_table {
                     energy(f, j, _jp, mu, lambda) = energy::neo_hookean(f, j, mu, lambda);
                 }
                 update(h, _c, _tau, jp, mu, lambda, _row) {
-                    (h, neo_hookean(Mat::IDENTITY + h, mu, lambda), jp)
+                    (h, neo_hookean(h, mu, lambda), jp)
                 }
                 modulus(h, _tau, _jp, mu, lambda, _row) {
                     // mu (s_i^2 + 1) + lambda (1 - ln J): stiffer in stretch and compression.
@@ -354,12 +354,12 @@ mod tests {
     fn rest_state_is_stress_free() {
         let (mu, la) = lame(1e3, 0.2);
         assert!(close2(
-            dim2::neo_hookean(Mat2::IDENTITY, mu, la),
+            dim2::neo_hookean(Mat2::ZERO, mu, la),
             Mat2::ZERO,
             1e-4
         ));
         assert!(close3(
-            dim3::neo_hookean(Mat3::IDENTITY, mu, la),
+            dim3::neo_hookean(Mat3::ZERO, mu, la),
             Mat3::ZERO,
             1e-4
         ));
@@ -402,7 +402,7 @@ mod tests {
                 let models: [(i32, &dyn Fn($mat) -> $mat, glam::Vec4); 5] = [
                     (0, &|f: $mat| $dim::water_stress(f.determinant(), zero, bulk, gamma, 0.0),
                         glam::Vec4::new(bulk, gamma, 0.0, 1.0)),
-                    (1, &|f| $dim::neo_hookean(f, mu, la), glam::Vec4::ZERO),
+                    (1, &|f| $dim::neo_hookean(f - $mat::IDENTITY, mu, la), glam::Vec4::ZERO),
                     (2, &|f| $dim::fixed_corotated(f, mu, la), glam::Vec4::ZERO),
                     (3, &|f| $dim::fixed_corotated(f, mu * hard, la * hard),
                         glam::Vec4::new(0.1, 0.1, hardening, 0.0)),
@@ -468,14 +468,19 @@ mod tests {
             Vec3::new(0.0, 0.04, 1.05),
         );
         let r = Mat3::from_rotation_y(0.7) * Mat3::from_rotation_x(-0.3);
-        for model in [dim3::neo_hookean, dim3::fixed_corotated] {
+        // Both models as functions of F (neo-Hookean takes F - I).
+        let neo3 = |f: Mat3, mu, la| dim3::neo_hookean(f - Mat3::IDENTITY, mu, la);
+        let neo2 = |f: Mat2, mu, la| dim2::neo_hookean(f - Mat2::IDENTITY, mu, la);
+        let models3: [&dyn Fn(Mat3, f32, f32) -> Mat3; 2] = [&neo3, &dim3::fixed_corotated];
+        for model in models3 {
             let lhs = model(r * f, mu, la);
             let rhs = r * model(f, mu, la) * r.transpose();
             assert!(close3(lhs, rhs, 1e-2), "{lhs:?} vs {rhs:?}");
         }
         let f2 = Mat2::from_cols(Vec2::new(1.2, 0.1), Vec2::new(-0.05, 0.8));
         let r2 = Mat2::from_angle(0.4);
-        for model in [dim2::neo_hookean, dim2::fixed_corotated] {
+        let models2: [&dyn Fn(Mat2, f32, f32) -> Mat2; 2] = [&neo2, &dim2::fixed_corotated];
+        for model in models2 {
             assert!(close2(
                 model(r2 * f2, mu, la),
                 r2 * model(f2, mu, la) * r2.transpose(),
@@ -489,7 +494,7 @@ mod tests {
         // A bar stretched along x is under tension along x (positive tau_xx).
         let (mu, la) = lame(1e3, 0.2);
         let f = Mat2::from_diagonal(Vec2::new(1.1, 1.0));
-        assert!(dim2::neo_hookean(f, mu, la).x_axis.x > 0.0);
+        assert!(dim2::neo_hookean(f - Mat2::IDENTITY, mu, la).x_axis.x > 0.0);
         assert!(dim2::fixed_corotated(f, mu, la).x_axis.x > 0.0);
         // Compressed water pushes out: negative (compressive) Kirchhoff stress is -p J < 0.
         assert!(dim2::water_stress(0.9, Mat2::ZERO, 1e3, 7.0, 0.0).x_axis.x < 0.0);
