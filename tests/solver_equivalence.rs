@@ -1,14 +1,14 @@
 //! CPU and Vulkan run the solver alike: random small multi-material scenes (2D and 3D, dense
-//! and sparse grids, both splines, APIC and FLIP, colliders) agree after a number of
-//! substeps, within float tolerance (atomics add in different orders, and GPU compilers
-//! reassociate).
+//! and sparse grids, both splines, APIC and FLIP, F-bar, bulk viscosity, analytic and
+//! moving distance-field colliders) agree after a number of substeps, within float
+//! tolerance (atomics add in different orders, and GPU compilers reassociate).
 
 mod common;
 
 use common::{ok, property};
 use mpm::core::solver::{
-    Collider, Condition, GridLayout, Material, Region, Sampling, Settings, Shape, Solver, Space,
-    Spline,
+    BulkViscosity, Collider, Condition, GridLayout, Material, Region, Sampling, Sdf, Settings,
+    Shape, Solver, Space, Spline,
 };
 use mpm::BackendRef;
 use proptest::prelude::*;
@@ -23,7 +23,10 @@ struct Scene {
     /// Material index (into `materials()`), box corner (in cells of a 32-cell grid) and
     /// velocity of each block.
     blocks: Vec<(usize, [u32; 3], [f32; 3])>,
-    sphere_collider: bool,
+    /// 0: none, 1: a sphere, 2: a box as a distance field, moving and spinning.
+    collider: u32,
+    f_bar: bool,
+    viscosity: bool,
     steps: usize,
 }
 
@@ -83,16 +86,20 @@ fn scene() -> impl Strategy<Value = Scene> {
         prop_oneof![Just(Spline::Quadratic), Just(Spline::Cubic)],
         prop_oneof![Just(0.0f32), Just(0.9f32)],
         proptest::collection::vec(block, 1..4),
+        0u32..3,
+        any::<bool>(),
         any::<bool>(),
         5usize..25,
     )
         .prop_map(
-            |(layout, spline, flip, blocks, sphere_collider, steps)| Scene {
+            |(layout, spline, flip, blocks, collider, f_bar, viscosity, steps)| Scene {
                 layout,
                 spline,
                 flip,
                 blocks,
-                sphere_collider,
+                collider,
+                f_bar,
+                viscosity,
                 steps,
             },
         )
@@ -108,6 +115,10 @@ fn run<S: Space<D>, const D: usize>(
     settings.grid = scene.layout;
     settings.spline = scene.spline;
     settings.flip = scene.flip;
+    settings.f_bar = scene.f_bar;
+    if scene.viscosity {
+        settings.bulk_viscosity = BulkViscosity::STANDARD;
+    }
     settings.check_every = 1;
     let mut s = Solver::<S, D>::new(b, settings)?;
     let ids: Vec<_> = materials()
@@ -127,7 +138,7 @@ fn run<S: Space<D>, const D: usize>(
             v,
         )?;
     }
-    if scene.sphere_collider {
+    if scene.collider == 1 {
         s.add_collider(Collider::fixed(
             Shape::Sphere {
                 centre: [0.5, 0.3, 0.5],
@@ -135,6 +146,39 @@ fn run<S: Space<D>, const D: usize>(
             },
             Condition::Slip { friction: 0.3 },
         ))?;
+    }
+    if scene.collider == 2 {
+        // A box of half extents 0.15 x 0.05 (x 0.15), sampled every half cell, spinning
+        // about z while it moves up.
+        let half = [0.15f32, 0.05, 0.15];
+        let reach = [0.2f32, 0.1, if D == 2 { 0.0 } else { 0.2 }];
+        let samples = |a: usize| {
+            if D == 2 && a == 2 {
+                1
+            } else {
+                (2.0 * reach[a] / (dx / 2.0)) as u32 + 1
+            }
+        };
+        let sdf = s.add_sdf(Sdf::from_fn(
+            reach.map(|r| -r),
+            dx / 2.0,
+            [samples(0), samples(1), samples(2)],
+            |p| {
+                let q: Vec<f32> = (0..D).map(|a| p[a].abs() - half[a]).collect();
+                let outside = q.iter().map(|c| c.max(0.0).powi(2)).sum::<f32>().sqrt();
+                outside + q.iter().copied().fold(f32::MIN, f32::max).min(0.0)
+            },
+        ))?;
+        s.add_collider(Collider {
+            shape: Shape::Sdf {
+                sdf,
+                position: [0.5, 0.25, 0.5],
+                rotation: [0.0, 0.0, 0.0, 1.0],
+                angular_velocity: [0.0, 0.0, 3.0],
+            },
+            condition: Condition::Separate { friction: 0.3 },
+            velocity: [0.0, 0.5, 0.0],
+        })?;
     }
     for _ in 0..scene.steps {
         s.substep()?;
