@@ -542,10 +542,27 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
         }
     );
     let cpu = backend::cpu();
-    let (particles, grid_bytes, particle_bytes, dt, materials) = match scene.dimension() {
+    let (particles, grid_bytes, particle_bytes, dt, materials, colliders) = match scene.dimension()
+    {
         2 => summarise::<D2, 2>(&scene, &cpu)?,
         _ => summarise::<D3, 3>(&scene, &cpu)?,
     };
+    let mut options = Vec::new();
+    if s.damping > 0.0 {
+        options.push(format!("damping {} 1/s", s.damping));
+    }
+    if let Some(v) = &s.bulk_viscosity {
+        options.push(format!(
+            "bulk viscosity (linear {}, quadratic {})",
+            v.linear, v.quadratic
+        ));
+    }
+    if s.f_bar {
+        options.push("F-bar anti-locking".to_string());
+    }
+    if !options.is_empty() {
+        println!("  options: {}", options.join(", "));
+    }
     println!(
         "  time step: {}; {} frames of {} s ({:.0} substeps each at the first dt)",
         match s.dt {
@@ -576,6 +593,9 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
         scene.colliders.len(),
         scene.emitters.len()
     );
+    for c in &colliders {
+        println!("    collider: {}", c.shape);
+    }
     println!(
         "  memory: grid {:.1} MiB, particles {:.1} MiB",
         grid_bytes as f64 / (1 << 20) as f64,
@@ -584,7 +604,7 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
     Ok(())
 }
 
-type Summarised = (usize, usize, usize, f32, Vec<Material>);
+type Summarised = (usize, usize, usize, f32, Vec<Material>, Vec<Collider>);
 
 fn summarise<S: Space<D>, const D: usize>(
     scene: &Scene,
@@ -597,6 +617,7 @@ fn summarise<S: Space<D>, const D: usize>(
         solver.particles.bytes(),
         solver.next_dt(),
         solver.materials.materials.clone(),
+        solver.colliders().to_vec(),
     ))
 }
 

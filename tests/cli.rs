@@ -140,6 +140,19 @@ fn info_summarises_a_scene() {
     assert!(t.contains("2D, grid [128, 128]"), "{t}");
     assert!(t.contains("particles in 2 bodies"), "{t}");
     assert!(t.contains("water") && t.contains("obstacle"), "{t}");
+    // Options and colliders are named.
+    let o = mpm(&["info", &repo("scenes/rubber_beam.toml")]);
+    assert!(
+        text(&o).contains("options: damping 38.91 1/s, F-bar"),
+        "{}",
+        text(&o)
+    );
+    let o = mpm(&["info", &repo("scenes/sand_wheel.toml")]);
+    assert!(
+        text(&o).contains("collider: distance field 0 at [0.5, 0.275, 0.5]"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
