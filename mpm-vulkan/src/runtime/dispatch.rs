@@ -242,6 +242,11 @@ impl Runtime {
                             2 * l as u32 + 1,
                         );
                     }
+                    // An empty loop (a launch's unused branch, say) dispatches nothing and
+                    // needs no barrier: the loop before it ends with one.
+                    if *groups == 0 && active.is_none() {
+                        continue;
+                    }
                     let barrier = vk::MemoryBarrier::default()
                         .src_access_mask(vk::AccessFlags::SHADER_WRITE)
                         .dst_access_mask(

@@ -53,8 +53,8 @@ pub fn viscous_pressure(rate: f32, elastic: Vec4, dx: f32, linear: f32, quadrati
 
 /// `x` in a distance-field collider's lattice (in lattice cells; `extra` holds the lattice's
 /// origin in the collider's frame and its spacing, `dims` its sample counts), and whether
-/// the collider is one and `x`'s cell lies inside its lattice. Then the caller reads the
-/// cell's `CORNERS` samples (`sdf_index`) for `collider_distance`.
+/// the collider is one and `x`'s cell lies inside its lattice. Then the caller interpolates
+/// the cell's `CORNERS` samples (`sdf_index`, `sdf_corner`) for `collider_distance`.
 #[func]
 pub fn sdf_local(
     x: Vec,
@@ -76,8 +76,9 @@ pub fn sdf_local(
 }
 
 /// A collider's signed distance at `x` (negative inside) and its outward normal there, from
-/// its table rows (see `Collider::rows`): the analytic shapes', or a distance field's from
-/// the `samples` around `local` where `within` its lattice (outside it is outside the body).
+/// its table rows (see `Collider::rows`): the analytic shapes', or a distance field's
+/// `sampled` value and `gradient` (in its frame) where `within` its lattice (outside it is
+/// outside the body).
 #[func]
 pub fn collider_distance(
     x: Vec,
@@ -85,9 +86,9 @@ pub fn collider_distance(
     at: Vec4,
     extra: Vec4,
     rotation: Mat,
-    local: Vec,
     within: bool,
-    samples: [f32; 8],
+    sampled: f32,
+    gradient: Vec,
 ) -> (f32, Vec) {
     let shape = head.x as i32;
     let d = x - row(at);
@@ -114,9 +115,11 @@ pub fn collider_distance(
             }
         }
     } else if within {
-        let (sampled, gradient) = sdf_distance(local, samples, rotation, extra.w);
         phi = sampled;
-        n = gradient;
+        let g = length(gradient);
+        if g > 1e-12 {
+            n = rotation * (gradient / g);
+        }
     }
     (phi, n)
 }
@@ -136,38 +139,28 @@ pub fn sdf_index(local: Vec, corner: i32, dims: Vec4, first: f32) -> i32 {
     index
 }
 
-/// The multilinear interpolation of a distance field's `CORNERS` samples around `local` (in
-/// lattice cells of size `spacing`) and the normalised gradient, turned into the world frame.
+/// One corner's share of the multilinear interpolation around `local` (in lattice cells of
+/// size `spacing`; bit `a` of `corner` for +1 along axis `a`): its weight and the weight's
+/// derivative along each axis. The caller sums `weight * sample` and `slope * sample` over
+/// the `CORNERS` corners, so that no local array of samples lives in the loop.
 #[func]
-pub fn sdf_distance(local: Vec, samples: [f32; 8], rotation: Mat, spacing: f32) -> (f32, Vec) {
+pub fn sdf_corner(local: Vec, corner: i32, spacing: f32) -> (f32, Vec) {
     let f = local - floor(local);
-    let mut phi = 0.0;
-    let mut gradient = Vec::ZERO;
-    for corner in 0..CORNERS {
-        // The corner's weight, and its weight's derivative along each axis.
-        let mut weight = 1.0;
-        let mut slope = Vec::ONE;
-        for a in 0..DIM {
-            let high = ((corner >> a) & 1) == 1;
-            let w = select(high, f[a], 1.0 - f[a]);
-            for b in 0..DIM {
-                if b == a {
-                    slope[b] *= select(high, 1.0, -1.0) / spacing;
-                } else {
-                    slope[b] *= w;
-                }
+    let mut weight = 1.0;
+    let mut slope = Vec::ONE;
+    for a in 0..DIM {
+        let high = ((corner >> a) & 1) == 1;
+        let w = select(high, f[a], 1.0 - f[a]);
+        for b in 0..DIM {
+            if b == a {
+                slope[b] *= select(high, 1.0, -1.0) / spacing;
+            } else {
+                slope[b] *= w;
             }
-            weight *= w;
         }
-        phi += weight * samples[corner];
-        gradient += slope * samples[corner];
+        weight *= w;
     }
-    let mut n = Vec::ZERO;
-    let g = length(gradient);
-    if g > 1e-12 {
-        n = rotation * (gradient / g);
-    }
-    (phi, n)
+    (weight, slope)
 }
 
 /// The velocity of a collider's material point at `x`: its translation plus its spin about
@@ -355,11 +348,14 @@ macro_rules! substep {
                             rotation,
                             colliders[r + 8],
                         );
-                        let mut samples = [0.0; 8];
+                        let mut sampled = 0.0;
+                        let mut gradient = Vec::ZERO;
                         if within {
                             for corner in 0..CORNERS {
-                                samples[corner] =
-                                    sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                let value = sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                let (weight, slope) = sdf_corner(local, corner, colliders[r + 2].w);
+                                sampled += weight * value;
+                                gradient += slope * value;
                             }
                         }
                         let (phi, n) = collider_distance(
@@ -368,9 +364,9 @@ macro_rules! substep {
                             colliders[r + 1],
                             colliders[r + 2],
                             rotation,
-                            local,
                             within,
-                            samples,
+                            sampled,
+                            gradient,
                         );
                         if phi < 0.0 {
                             let vc = collider_velocity(
@@ -439,11 +435,14 @@ macro_rules! substep {
                             rotation,
                             colliders[r + 8],
                         );
-                        let mut samples = [0.0; 8];
+                        let mut sampled = 0.0;
+                        let mut gradient = Vec::ZERO;
                         if within {
                             for corner in 0..CORNERS {
-                                samples[corner] =
-                                    sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                let value = sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                let (weight, slope) = sdf_corner(local, corner, colliders[r + 2].w);
+                                sampled += weight * value;
+                                gradient += slope * value;
                             }
                         }
                         let (phi, n) = collider_distance(
@@ -452,9 +451,9 @@ macro_rules! substep {
                             colliders[r + 1],
                             colliders[r + 2],
                             rotation,
-                            local,
                             within,
-                            samples,
+                            sampled,
+                            gradient,
                         );
                         if phi < 0.0 {
                             new_x -= phi * n;
