@@ -250,3 +250,30 @@ fn random_3d_scenes_agree() {
         agree::<mpm::core::solver::D3, 3>(b, &scene)
     });
 }
+
+/// A case these properties found: on a GPU a sparse grid runs its substep frozen after a
+/// pass that activates the particles' stencils, but F-bar scatters at the moved positions,
+/// which may reach other blocks (the launch failed with a write into an inactive cell of
+/// `grid_j`). With F-bar the grid is not frozen.
+#[test]
+fn f_bar_on_a_sparse_grid_with_a_moving_field_collider() {
+    let scene = Scene {
+        layout: GridLayout::Sparse {
+            block: 4,
+            bitmasked: false,
+            reserve: 8,
+        },
+        spline: Spline::Cubic,
+        flip: 0.0,
+        blocks: vec![(1, [4, 4, 4], [0.0, 0.0698, -0.5558])],
+        collider: 2,
+        f_bar: true,
+        viscosity: true,
+        steps: 7,
+    };
+    common::with_backends(|b| {
+        if let Err(e) = agree::<mpm::core::solver::D3, 3>(b, &scene) {
+            panic!("{e}");
+        }
+    });
+}

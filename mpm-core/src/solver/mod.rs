@@ -860,13 +860,16 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// (`touch_stencils`): on a GPU, for a sparse grid with dense blocks at least a stencil
     /// wide minus one, where that pass finds every block. The activating `+=` costs a GPU the
     /// allocation path on every access (lavapipe: a sparse P2G at 3x the dense one, see
-    /// `Tree::freeze`); the CPU's block cache skips it already.
+    /// `Tree::freeze`); the CPU's block cache skips it already. Not with F-bar: its scatter
+    /// runs at the particles' new positions, whose stencils may reach blocks the pass (at
+    /// the old ones) did not.
     fn freezes_grid(&self) -> bool {
         let support = match self.settings.spline {
             Spline::Quadratic => 3,
             Spline::Cubic => 4,
         };
         self.backend.kind() != BackendKind::Cpu
+            && !self.settings.f_bar
             && matches!(
                 self.settings.grid,
                 GridLayout::Sparse { block, bitmasked: false, .. } if block + 1 >= support
