@@ -1035,8 +1035,8 @@ impl Scene {
                 let mut field = mesh
                     .signed_distance(dx / 2.0, 2.0 * dx)
                     .map_err(|e| fail(e.to_string()))?;
-                for a in 0..3 {
-                    field.origin[a] -= 0.5 * (min[a] + max[a]);
+                for (o, c) in field.origin.iter_mut().zip(centre(&min, &max)) {
+                    *o -= c;
                 }
                 sdf = solver.add_sdf(field).map_err(|e| fail(e.to_string()))?;
             }
@@ -1077,6 +1077,12 @@ fn vector<const D: usize>(v: &Option<Vec<f32>>) -> [f32; D] {
 
 fn vector3(v: &[f32]) -> [f32; 3] {
     std::array::from_fn(|a| v.get(a).copied().unwrap_or(0.0))
+}
+
+/// The centre of the box `min`..`max`: where a mesh collider's frame lies.
+fn centre(min: &[f32], max: &[f32]) -> [f32; 3] {
+    let (lo, hi) = (vector3(min), vector3(max));
+    std::array::from_fn(|a| 0.5 * (lo[a] + hi[a]))
 }
 
 impl Scene {
@@ -1210,7 +1216,7 @@ impl ColliderSpec {
             },
             ColliderShape::Mesh { min, max, .. } => Shape::Sdf {
                 sdf,
-                position: std::array::from_fn(|a| 0.5 * (vector3(min)[a] + vector3(max)[a])),
+                position: centre(min, max),
                 rotation: [0.0, 0.0, 0.0, 1.0],
                 angular_velocity: self
                     .angular_velocity

@@ -657,6 +657,12 @@ fn distance_field_colliders_act_as_their_shapes(b: &BackendRef) {
 /// with `cfl` 0.5 the step keeps it to half a cell per substep): every grain stays in
 /// front of it. Without particles put back on the collider's surface the plate's nodes
 /// alone let grains through.
+/// The exact signed distance to a rectangle, from `q = |p - centre| - half extents`.
+fn rectangle_distance(q: [f32; 2]) -> f32 {
+    let outside = (q[0].max(0.0).powi(2) + q[1].max(0.0).powi(2)).sqrt();
+    outside + q[0].max(q[1]).min(0.0)
+}
+
 fn a_thin_moving_wall_sweeps_the_sand_ahead(b: &BackendRef) {
     let mut settings = Settings::<2>::new(128, 1e-3);
     settings.time_step = TimeStep::Adaptive {
@@ -689,12 +695,7 @@ fn a_thin_moving_wall_sweeps_the_sand_ahead(b: &BackendRef) {
             ((2.0 * tall + 4.0 * dx) / spacing) as u32 + 1,
             1,
         ],
-        |p| {
-            // The exact distance to the rectangle.
-            let q = [p[0].abs() - thick, p[1].abs() - tall];
-            let outside = (q[0].max(0.0).powi(2) + q[1].max(0.0).powi(2)).sqrt();
-            outside + q[0].max(q[1]).min(0.0)
-        },
+        |p| rectangle_distance([p[0].abs() - thick, p[1].abs() - tall]),
     );
     let sdf = s.add_sdf(sdf).expect("distance field");
     let start = 0.3;
@@ -840,11 +841,7 @@ fn a_turned_distance_field_stands_where_its_rotation_puts_it(b: &BackendRef) {
                 ((2.0 * (hy + margin)) / spacing) as u32 + 1,
                 1,
             ],
-            |p| {
-                let q = [(p[0] - hx).abs() - hx, p[1].abs() - hy];
-                let outside = (q[0].max(0.0).powi(2) + q[1].max(0.0).powi(2)).sqrt();
-                outside + q[0].max(q[1]).min(0.0)
-            },
+            |p| rectangle_distance([(p[0] - hx).abs() - hx, p[1].abs() - hy]),
         ))
         .expect("distance field");
     let quarter = std::f32::consts::FRAC_PI_4;

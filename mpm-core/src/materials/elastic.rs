@@ -7,7 +7,7 @@
 //!   polar decomposition (Stomakhin et al. 2012, "Energetically consistent invertible
 //!   elasticity"; the model of Taichi's mpm99).
 
-use super::{ln_1p, volume_change, Mat, Vec};
+use super::{eigen_bounds, ln_1p, volume_change, Mat, Vec};
 use crate::func;
 
 /// Neo-Hookean Kirchhoff stress of the displacement gradient `h = F - I`, in forms that keep
@@ -26,4 +26,28 @@ pub fn fixed_corotated(f: Mat, mu: f32, lambda: f32) -> Mat {
     let (r, _s) = polar(f);
     let j = determinant(f);
     (2.0 * mu) * (f - r) * transpose(f) + Mat::from_diagonal(Vec::splat(lambda * (j - 1.0) * j))
+}
+
+/// The largest squared principal stretch of `F = I + h` can be, `s^2 <= max eig(F F^T)`,
+/// by Gershgorin's bound (exact for a diagonal F).
+#[func]
+pub fn stretch_bound(h: Mat) -> f32 {
+    let f = Mat::IDENTITY + h;
+    let (_lo, hi) = eigen_bounds(f * transpose(f));
+    hi
+}
+
+/// Neo-Hookean's P-wave modulus along a principal stretch `s` (see `wave_modulus`):
+/// `mu (s^2 + 1) + lambda (1 - ln J)`, stiffer in stretch and compression.
+#[func]
+pub fn neo_hookean_modulus(h: Mat, mu: f32, lambda: f32) -> f32 {
+    let j = max(determinant(Mat::IDENTITY + h), 1e-6);
+    mu * (stretch_bound(h) + 1.0) + lambda * (1.0 - ln(j))
+}
+
+/// Fixed corotated's P-wave modulus along a principal stretch `s`: `2 mu s^2 + lambda J^2`.
+#[func]
+pub fn fixed_corotated_modulus(h: Mat, mu: f32, lambda: f32) -> f32 {
+    let j = determinant(Mat::IDENTITY + h);
+    2.0 * mu * stretch_bound(h) + lambda * j * j
 }

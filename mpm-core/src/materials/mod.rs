@@ -116,11 +116,7 @@ macro_rules! material_table {
                     (h, neo_hookean(h, mu, lambda), jp)
                 }
                 modulus(h, _tau, _jp, mu, lambda, _row) {
-                    // mu (s_i^2 + 1) + lambda (1 - ln J): stiffer in stretch and compression.
-                    let f = Mat::IDENTITY + h;
-                    let (_lo, stretch2) = eigen_bounds(f * transpose(f));
-                    let j = max(determinant(f), 1e-6);
-                    mu * (stretch2 + 1.0) + lambda * (1.0 - ln(j))
+                    neo_hookean_modulus(h, mu, lambda)
                 }
             }
 
@@ -140,11 +136,7 @@ macro_rules! material_table {
                     (h, fixed_corotated(Mat::IDENTITY + h, mu, lambda), jp)
                 }
                 modulus(h, _tau, _jp, mu, lambda, _row) {
-                    // 2 mu s_i^2 + lambda J^2.
-                    let f = Mat::IDENTITY + h;
-                    let (_lo, stretch2) = eigen_bounds(f * transpose(f));
-                    let j = determinant(f);
-                    2.0 * mu * stretch2 + lambda * j * j
+                    fixed_corotated_modulus(h, mu, lambda)
                 }
             }
 
@@ -177,10 +169,7 @@ macro_rules! material_table {
                 }
                 modulus(h, _tau, jp, mu, lambda, row) {
                     // Fixed corotated with the hardened moduli.
-                    let f = Mat::IDENTITY + h;
-                    let (_lo, stretch2) = eigen_bounds(f * transpose(f));
-                    let j = determinant(f);
-                    snow_hardening(jp, row.z) * (2.0 * mu * stretch2 + lambda * j * j)
+                    snow_hardening(jp, row.z) * fixed_corotated_modulus(h, mu, lambda)
                 }
             }
 

@@ -155,17 +155,6 @@ impl Sdf {
         }
         Ok(())
     }
-
-    /// The farthest point of the lattice from the collider's position (its frame's origin),
-    /// so that `|omega| reach` bounds the speed of its spin.
-    pub(crate) fn reach(&self) -> f32 {
-        let far = |a: usize| {
-            let lo = self.origin[a];
-            let hi = lo + (self.dims[a] - 1) as f32 * self.spacing;
-            lo.abs().max(hi.abs())
-        };
-        (0..3).map(|a| far(a) * far(a)).sum::<f32>().sqrt()
-    }
 }
 
 /// A distance field added to a solver (`Solver::add_sdf`).
@@ -180,7 +169,19 @@ pub(crate) struct SdfLattice {
     pub origin: [f32; 3],
     pub spacing: f32,
     pub dims: [u32; 3],
-    pub reach: f32,
+}
+
+impl SdfLattice {
+    /// The farthest point of the lattice from the collider's position (its frame's origin),
+    /// so that `|omega| reach` bounds the speed of its spin.
+    fn reach(&self) -> f32 {
+        let far = |a: usize| {
+            let lo = self.origin[a];
+            let hi = lo + (self.dims[a] - 1) as f32 * self.spacing;
+            lo.abs().max(hi.abs())
+        };
+        (0..3).map(|a| far(a) * far(a)).sum::<f32>().sqrt()
+    }
 }
 
 /// A collider's shape; in 2D the third coordinate is ignored.
@@ -294,7 +295,7 @@ impl Collider {
                 angular_velocity,
                 ..
             } => {
-                let reach = lattices.get(sdf.0 as usize).map_or(0.0, |l| l.reach);
+                let reach = lattices.get(sdf.0 as usize).map_or(0.0, SdfLattice::reach);
                 speed + Vec3::from_array(angular_velocity).length() * reach
             }
             _ => speed,
@@ -353,7 +354,7 @@ impl Collider {
 
     /// The collider's table rows (`kernels::COLLIDER_ROWS`), its distance field (if any)
     /// found in `lattices`, indexed by `SdfId`.
-    pub(crate) fn rows(&self, lattices: &[SdfLattice]) -> [Vec4; 9] {
+    pub(crate) fn rows(&self, lattices: &[SdfLattice]) -> [Vec4; kernels::COLLIDER_ROWS as usize] {
         let (code, friction) = self.condition.code().unwrap_or((kernels::STICKY, 0.0));
         let v3 = |a: [f32; 3], w: f32| Vec4::new(a[0], a[1], a[2], w);
         let mut rotation = Mat3::IDENTITY;

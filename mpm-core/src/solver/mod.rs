@@ -468,7 +468,6 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             origin: sdf.origin,
             spacing: sdf.spacing,
             dims: sdf.dims,
-            reach: sdf.reach(),
         });
         Ok(SdfId(self.sdfs.len() as u32 - 1))
     }

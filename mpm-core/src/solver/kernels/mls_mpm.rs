@@ -53,20 +53,13 @@ pub fn viscous_pressure(rate: f32, elastic: Vec4, dx: f32, linear: f32, quadrati
 
 /// `x` in a distance-field collider's lattice (in lattice cells; `extra` holds the lattice's
 /// origin in the collider's frame and its spacing, `dims` its sample counts), and whether
-/// the collider is one and `x`'s cell lies inside its lattice. Then the caller interpolates
-/// the cell's `CORNERS` samples (`sdf_index`, `sdf_corner`) for `collider_distance`.
+/// its cell lies inside the lattice. Then the caller interpolates the cell's `CORNERS`
+/// samples (`sdf_index`, `sdf_corner`) for `collider_distance`.
 #[func]
-pub fn sdf_local(
-    x: Vec,
-    head: Vec4,
-    at: Vec4,
-    extra: Vec4,
-    rotation: Mat,
-    dims: Vec4,
-) -> (Vec, bool) {
+pub fn sdf_local(x: Vec, at: Vec4, extra: Vec4, rotation: Mat, dims: Vec4) -> (Vec, bool) {
     let local = (transpose(rotation) * (x - row(at)) - row(extra)) / extra.w;
     let size = row(dims);
-    let mut within = head.x as i32 == SDF;
+    let mut within = true;
     for a in 0..DIM {
         if local[a] < 0.0 || local[a] >= size[a] - 1.0 {
             within = false;
@@ -77,15 +70,14 @@ pub fn sdf_local(
 
 /// A collider's signed distance at `x` (negative inside) and its outward normal there, from
 /// its table rows (see `Collider::rows`): the analytic shapes', or a distance field's
-/// `sampled` value and `gradient` (in its frame) where `within` its lattice (outside it is
-/// outside the body).
+/// `sampled` value and `gradient` (in the world frame) where `within` its lattice (outside
+/// it is outside the body).
 #[func]
 pub fn collider_distance(
     x: Vec,
     head: Vec4,
     at: Vec4,
     extra: Vec4,
-    rotation: Mat,
     within: bool,
     sampled: f32,
     gradient: Vec,
@@ -118,7 +110,7 @@ pub fn collider_distance(
         phi = sampled;
         let g = length(gradient);
         if g > 1e-12 {
-            n = rotation * (gradient / g);
+            n = gradient / g;
         }
     }
     (phi, n)
@@ -339,23 +331,31 @@ macro_rules! substep {
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
                         let head = colliders[r];
-                        let rotation = frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
-                        let (local, within) = sdf_local(
-                            xn,
-                            head,
-                            colliders[r + 1],
-                            colliders[r + 2],
-                            rotation,
-                            colliders[r + 8],
-                        );
+                        // A distance field's value and gradient where `x` lies in its lattice.
+                        let mut within = false;
                         let mut sampled = 0.0;
                         let mut gradient = Vec::ZERO;
-                        if within {
-                            for corner in 0..CORNERS {
-                                let value = sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
-                                let (weight, slope) = sdf_corner(local, corner, colliders[r + 2].w);
-                                sampled += weight * value;
-                                gradient += slope * value;
+                        if head.x as i32 == SDF {
+                            let rotation =
+                                frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
+                            let (local, inside) = sdf_local(
+                                xn,
+                                colliders[r + 1],
+                                colliders[r + 2],
+                                rotation,
+                                colliders[r + 8],
+                            );
+                            within = inside;
+                            if within {
+                                for corner in 0..CORNERS {
+                                    let value =
+                                        sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                    let (weight, slope) =
+                                        sdf_corner(local, corner, colliders[r + 2].w);
+                                    sampled += weight * value;
+                                    gradient += slope * value;
+                                }
+                                gradient = rotation * gradient;
                             }
                         }
                         let (phi, n) = collider_distance(
@@ -363,7 +363,6 @@ macro_rules! substep {
                             head,
                             colliders[r + 1],
                             colliders[r + 2],
-                            rotation,
                             within,
                             sampled,
                             gradient,
@@ -426,23 +425,31 @@ macro_rules! substep {
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
                         let head = colliders[r];
-                        let rotation = frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
-                        let (local, within) = sdf_local(
-                            new_x,
-                            head,
-                            colliders[r + 1],
-                            colliders[r + 2],
-                            rotation,
-                            colliders[r + 8],
-                        );
+                        // A distance field's value and gradient where `x` lies in its lattice.
+                        let mut within = false;
                         let mut sampled = 0.0;
                         let mut gradient = Vec::ZERO;
-                        if within {
-                            for corner in 0..CORNERS {
-                                let value = sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
-                                let (weight, slope) = sdf_corner(local, corner, colliders[r + 2].w);
-                                sampled += weight * value;
-                                gradient += slope * value;
+                        if head.x as i32 == SDF {
+                            let rotation =
+                                frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
+                            let (local, inside) = sdf_local(
+                                new_x,
+                                colliders[r + 1],
+                                colliders[r + 2],
+                                rotation,
+                                colliders[r + 8],
+                            );
+                            within = inside;
+                            if within {
+                                for corner in 0..CORNERS {
+                                    let value =
+                                        sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                    let (weight, slope) =
+                                        sdf_corner(local, corner, colliders[r + 2].w);
+                                    sampled += weight * value;
+                                    gradient += slope * value;
+                                }
+                                gradient = rotation * gradient;
                             }
                         }
                         let (phi, n) = collider_distance(
@@ -450,7 +457,6 @@ macro_rules! substep {
                             head,
                             colliders[r + 1],
                             colliders[r + 2],
-                            rotation,
                             within,
                             sampled,
                             gradient,
@@ -549,10 +555,11 @@ macro_rules! substep {
                     jp[p] = jp_new;
                 }
             }
-            // F-bar (see `Settings::f_bar`; `f_bar_count` is `count` with it, else 0): the volume change `J - 1` of the new states,
-            // averaged at each node over the particles that reach it (weighted by
-            // `w V0`), then back at each particle through its weights; the stress is
-            // recomputed from `F-bar = (J-bar / J)^(1/d) F`, while F itself evolves as before.
+            // F-bar (see `Settings::f_bar`; `f_bar_count` is `count` with it, else 0): the
+            // volume change `J - 1` of the new states, averaged at each node over the
+            // particles that reach it (weighted by `w V0`), then back at each particle
+            // through its weights; the stress is recomputed from
+            // `F-bar = (J-bar / J)^(1/d) F`, while F itself evolves as before.
             'f_bar_scatter: for p in 0..f_bar_count {
                 let id = material[p];
                 if id >= 0 && f_bar_applies(kinds[id]) {
