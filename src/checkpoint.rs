@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mpm_core::solver::{Collider, Condition, HostParticles, SdfId, Shape, Snapshot};
+use mpm_core::solver::{Collider, Condition, HeatBoundary, HostParticles, SdfId, Shape, Snapshot};
 use mpm_core::types::{from_words, to_words};
 use mpm_core::Elem;
 
@@ -16,8 +16,9 @@ const MAGIC: &[u8; 8] = b"MPMCKPT\0";
 /// Bumped whenever the layout changes; older files are refused with a clear message.
 /// Version 2: particles hold the displacement gradient `F - I` instead of `F`, and the
 /// count of particles removed so far follows the seed. Version 3: colliders carry a
-/// distance field's id, rotation and spin.
-pub const VERSION: u32 = 3;
+/// distance field's id, rotation and spin. Version 4: colliders carry their heat boundary,
+/// particles their temperature.
+pub const VERSION: u32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -163,6 +164,12 @@ fn write_collider(w: &mut Writer, c: &Collider) {
     for v in rotation.iter().chain(&spin) {
         w.f32(*v);
     }
+    let (held, temperature) = match c.heat {
+        HeatBoundary::Insulated => (0, 0.0),
+        HeatBoundary::Fixed(t) => (1, t),
+    };
+    w.u32(held);
+    w.f32(temperature);
 }
 
 fn read_collider(r: &mut Reader) -> Result<Collider, CheckpointError> {
@@ -179,6 +186,16 @@ fn read_collider(r: &mut Reader) -> Result<Collider, CheckpointError> {
     for x in &mut turn {
         *x = r.f32()?;
     }
+    let heat = match (r.u32()?, r.f32()?) {
+        (0, _) => HeatBoundary::Insulated,
+        (1, t) => HeatBoundary::Fixed(t),
+        (k, _) => {
+            return Err(CheckpointError::Invalid {
+                path: r.path.into(),
+                why: format!("unknown collider heat boundary {k}"),
+            })
+        }
+    };
     let (a, b, velocity) = ([v[0], v[1], v[2]], [v[3], v[4], v[5]], [v[6], v[7], v[8]]);
     let shape = match kind {
         0 => Shape::Plane {
@@ -215,6 +232,7 @@ fn read_collider(r: &mut Reader) -> Result<Collider, CheckpointError> {
         shape,
         condition,
         velocity,
+        heat,
     })
 }
 
@@ -255,6 +273,7 @@ pub fn save<V: Elem, M: Elem>(
     w.words(&p.mass);
     w.words(&p.vol);
     w.words(&p.material);
+    w.words(&p.temperature);
     let sum = mpm_core::hash::fnv1a64(&[&w.0]);
     w.u64(sum);
     let io = |source| CheckpointError::Io {
@@ -340,6 +359,7 @@ pub fn load<V: Elem, M: Elem>(
         mass: r.words()?,
         vol: r.words()?,
         material: r.words()?,
+        temperature: r.words()?,
     };
     let n = particles.x.len();
     let lens = [
@@ -351,6 +371,7 @@ pub fn load<V: Elem, M: Elem>(
         particles.mass.len(),
         particles.vol.len(),
         particles.material.len(),
+        particles.temperature.len(),
     ];
     if lens.iter().any(|&l| l != n) {
         return Err(invalid(format!(

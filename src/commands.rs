@@ -10,7 +10,8 @@ use image::RgbImage;
 use indicatif::{ProgressBar, ProgressStyle};
 use mpm_core::glam::{Vec2, Vec3};
 use mpm_core::solver::{
-    Collider, Condition, Material, MaterialId, Region, Sampling, Shape, Solver, Space, D2, D3,
+    Collider, Condition, HeatBoundary, Material, MaterialId, Region, Sampling, Shape, Solver,
+    Space, D2, D3,
 };
 use mpm_core::BackendRef;
 
@@ -487,6 +488,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
                     },
                     condition: Condition::Sticky,
                     velocity,
+                    heat: HeatBoundary::Insulated,
                 };
                 match index {
                     Some(i) => self.solver.set_collider(i, collider)?,

@@ -12,9 +12,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use mpm_core::solver::{
-    BulkViscosity, Collider, Condition, Emitter, GridLayout, Material, MaterialId, ParamValue,
-    Region, Sampling, SdfId, Settings, Shape, Solver, SolverError, Space, Spline, TimeStep, Walls,
-    MARGIN,
+    BulkViscosity, Collider, Condition, Emitter, GridLayout, Heat, HeatBoundary, Material,
+    MaterialId, ParamValue, Region, Sampling, SdfId, Settings, Shape, Solver, SolverError, Space,
+    Spline, Thermal, TimeStep, Walls, MARGIN,
 };
 use mpm_core::BackendRef;
 
@@ -100,6 +100,9 @@ pub struct Simulation {
     /// Artificial bulk viscosity for impacts: `{ linear = 0.06, quadratic = 1.5 }` (off when
     /// absent; see `BulkViscosity`).
     pub bulk_viscosity: Option<ViscositySpec>,
+    /// Heat conduction: `heat = {}` (insulating walls) or `heat = { wall_temperature = 300 }`
+    /// (off when absent; see `Heat`).
+    pub heat: Option<HeatSpec>,
     /// A fixed time step in seconds; leave out for an adaptive one.
     pub dt: Option<f32>,
     /// Adaptive stepping: CFL number (default 0.5) and largest step (default 1e-3 s).
@@ -152,6 +155,13 @@ fn default_linear_viscosity() -> f32 {
 
 fn default_quadratic_viscosity() -> f32 {
     BulkViscosity::STANDARD.quadratic
+}
+
+/// `heat = { wall_temperature = 300.0 }`: walls held at a temperature; insulating without it.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeatSpec {
+    pub wall_temperature: Option<f32>,
 }
 
 /// `grid = { layout = "sparse", block = 4, reserve = 4096 }`.
@@ -253,11 +263,18 @@ impl ConditionName {
 
 /// `[[materials]]`: a named material of one of `Material::models()`, with that model's
 /// parameters (`Material::parameters`); what the file leaves out takes the model's default,
-/// and parameters the model does not take are errors.
+/// and parameters the model does not take are errors. The thermal keys are every model's
+/// (see `Thermal`); conductivity and specific heat need `heat` on.
 #[derive(Debug, Clone, Deserialize)]
 pub struct MaterialSpec {
     pub name: String,
     pub model: String,
+    pub conductivity: Option<f32>,
+    pub specific_heat: Option<f32>,
+    /// The starting temperature of its particles.
+    pub temperature: Option<f32>,
+    /// `[[temperature, scale], ...]`: the shear modulus's scale by temperature.
+    pub softening: Option<Vec<[f32; 2]>>,
     /// Everything else in the table: the model's parameters.
     #[serde(flatten)]
     pub parameters: BTreeMap<String, toml::Value>,
@@ -418,6 +435,8 @@ pub struct ColliderSpec {
     pub velocity: Option<Vec<f32>>,
     /// Spin in rad/s about the centre of `min`..`max` (mesh colliders).
     pub angular_velocity: Option<Vec<f32>>,
+    /// Held at this temperature (with `heat` on); insulating without it.
+    pub temperature: Option<f32>,
 }
 
 fn default_collider_condition() -> ConditionName {
@@ -673,6 +692,30 @@ impl Scene {
             material
                 .validate()
                 .map_err(|e| at_mentioned(t, format!("material `{}`: {e}", spec.name)))?;
+            if s.heat.is_none() {
+                if let Some(key) = [
+                    ("conductivity", spec.conductivity),
+                    ("specific_heat", spec.specific_heat),
+                ]
+                .iter()
+                .find_map(|(key, value)| value.map(|_| *key))
+                {
+                    return Err(at(
+                        t,
+                        key,
+                        format!(
+                            "material `{}`: `{key}` needs heat conduction on ([simulation] \
+                             heat = {{}})",
+                            spec.name
+                        ),
+                    ));
+                }
+            }
+            if let Some(thermal) = spec.thermal() {
+                thermal
+                    .validate(&material)
+                    .map_err(|e| at_mentioned(t, format!("material `{}`: {e}", spec.name)))?;
+            }
         }
         let known = |t: Table, name: &str| {
             if names.iter().any(|n| n == name) {
@@ -816,6 +859,14 @@ impl Scene {
             if let Some(w) = &spec.angular_velocity {
                 vec_len(t, "angular_velocity", w)?;
             }
+            if spec.temperature.is_some() && s.heat.is_none() {
+                return Err(at(
+                    t,
+                    "temperature",
+                    "a collider's temperature needs heat conduction on ([simulation] heat = {})"
+                        .to_string(),
+                ));
+            }
             spec.to_collider(d, SdfId(0))
                 .validate()
                 .map_err(|e| at_mentioned(t, format!("collider {}: {e}", i + 1)))?;
@@ -901,6 +952,11 @@ impl Scene {
         settings.flip = s.flip;
         settings.damping = s.damping;
         settings.f_bar = s.f_bar;
+        settings.heat = s.heat.map(|h| Heat {
+            walls: h
+                .wall_temperature
+                .map_or(HeatBoundary::Insulated, HeatBoundary::Fixed),
+        });
         if let Some(v) = s.bulk_viscosity {
             settings.bulk_viscosity = BulkViscosity {
                 linear: v.linear,
@@ -957,10 +1013,13 @@ impl Scene {
                 .get_ref()
                 .to_material()
                 .map_err(|e| self.at(m.span().start, e))?;
-            ids.push((
-                m.get_ref().name.clone(),
-                solver.add_material(material).map_err(fail)?,
-            ));
+            let id = solver.add_material(material).map_err(fail)?;
+            if let Some(thermal) = m.get_ref().thermal() {
+                solver
+                    .set_thermal(id, thermal)
+                    .map_err(|e| self.at(m.span().start, e.to_string()))?;
+            }
+            ids.push((m.get_ref().name.clone(), id));
         }
         let id = |name: &str| -> MaterialId {
             ids.iter()
@@ -1229,11 +1288,34 @@ impl ColliderSpec {
             shape,
             condition: self.condition.with(self.friction),
             velocity: self.velocity.as_deref().map(vector3).unwrap_or([0.0; 3]),
+            heat: self
+                .temperature
+                .map_or(HeatBoundary::Insulated, HeatBoundary::Fixed),
         }
     }
 }
 
 impl MaterialSpec {
+    /// The thermal properties, where the file gives any (the rest take `Thermal`'s
+    /// defaults).
+    pub fn thermal(&self) -> Option<Thermal> {
+        let given = self.conductivity.is_some()
+            || self.specific_heat.is_some()
+            || self.temperature.is_some()
+            || self.softening.is_some();
+        let default = Thermal::default();
+        given.then(|| Thermal {
+            conductivity: self.conductivity.unwrap_or(default.conductivity),
+            specific_heat: self.specific_heat.unwrap_or(default.specific_heat),
+            temperature: self.temperature.unwrap_or(default.temperature),
+            softening: self
+                .softening
+                .as_ref()
+                .map(|points| points.iter().map(|p| (p[0], p[1])).collect())
+                .unwrap_or_default(),
+        })
+    }
+
     /// The material, with the model's defaults for what the file leaves out.
     pub fn to_material(&self) -> Result<Material, String> {
         let fail = |message: String| format!("material `{}`: {message}", self.name);

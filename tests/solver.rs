@@ -7,8 +7,9 @@ mod backends;
 use mpm::core::glam::{Mat2, Vec2};
 use mpm::core::solver::SolverError;
 use mpm::core::solver::{
-    BulkViscosity, Collider, Condition, Emitter, GridLayout, Material, Region, Sampling, Sdf,
-    Settings, Shape, Solver, Solver2, Solver3, Space, Spline, TimeStep, Walls, D2, D3,
+    BulkViscosity, Collider, Condition, Emitter, GridLayout, HeatBoundary, Material, Region,
+    Sampling, Sdf, Settings, Shape, Solver, Solver2, Solver3, Space, Spline, TimeStep, Walls, D2,
+    D3,
 };
 use mpm::BackendRef;
 
@@ -367,6 +368,7 @@ fn a_moving_collider_pushes_material(b: &BackendRef) {
             half: [0.05, 0.2, 1.0],
         },
         condition: Condition::Sticky,
+        heat: HeatBoundary::Insulated,
         velocity: [1.0, 0.0, 0.0],
     })
     .expect("paddle");
@@ -708,6 +710,7 @@ fn a_thin_moving_wall_sweeps_the_sand_ahead(b: &BackendRef) {
             angular_velocity: [0.0; 3],
         },
         condition: Condition::Slip { friction: 0.0 },
+        heat: HeatBoundary::Insulated,
         velocity: [speed, 0.0, 0.0],
     })
     .expect("plate");

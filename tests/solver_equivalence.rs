@@ -7,8 +7,8 @@ mod common;
 
 use common::{ok, property};
 use mpm::core::solver::{
-    BulkViscosity, Collider, Condition, GridLayout, Material, Region, Sampling, Sdf, Settings,
-    Shape, Solver, Space, Spline,
+    BulkViscosity, Collider, Condition, GridLayout, HeatBoundary, Material, Region, Sampling, Sdf,
+    Settings, Shape, Solver, Space, Spline,
 };
 use mpm::BackendRef;
 use proptest::prelude::*;
@@ -177,6 +177,7 @@ fn run<S: Space<D>, const D: usize>(
                 angular_velocity: [0.0, 0.0, 3.0],
             },
             condition: Condition::Separate { friction: 0.3 },
+            heat: HeatBoundary::Insulated,
             velocity: [0.0, 0.5, 0.0],
         })?;
     }

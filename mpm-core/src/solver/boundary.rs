@@ -33,6 +33,31 @@ impl Condition {
     }
 }
 
+/// How a wall or collider exchanges heat with the material touching it (with
+/// `Settings::heat` on).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum HeatBoundary {
+    /// No heat flows through it.
+    #[default]
+    Insulated,
+    /// Held at this temperature: the grid nodes inside it take it every substep, so the
+    /// material in contact exchanges heat with it as with an infinite reservoir.
+    Fixed(f32),
+}
+
+impl HeatBoundary {
+    /// `(1 if fixed else 0, temperature)` as the kernels see them.
+    pub(crate) fn code(&self) -> Result<(f32, f32)> {
+        match *self {
+            HeatBoundary::Insulated => Ok((0.0, 0.0)),
+            HeatBoundary::Fixed(t) if t.is_finite() => Ok((1.0, t)),
+            HeatBoundary::Fixed(t) => Err(SolverError::InvalidParameter(format!(
+                "fixed temperature {t} is not finite"
+            ))),
+        }
+    }
+}
+
 /// Walls `thickness` cells thick on every side of the domain (0: none; otherwise at least
 /// 3, so that the surfaces lie inside the two cells of border particles need).
 ///
@@ -245,14 +270,17 @@ pub struct Collider {
     pub shape: Shape,
     pub condition: Condition,
     pub velocity: [f32; 3],
+    pub heat: HeatBoundary,
 }
 
 impl Collider {
+    /// A collider at rest, insulated.
     pub fn fixed(shape: Shape, condition: Condition) -> Self {
         Collider {
             shape,
             condition,
             velocity: [0.0; 3],
+            heat: HeatBoundary::Insulated,
         }
     }
 
@@ -305,6 +333,7 @@ impl Collider {
     /// Checks the shape: finite numbers, a non-zero normal, positive sizes.
     pub fn validate(&self) -> Result<()> {
         self.condition.code()?;
+        self.heat.code()?;
         let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
         let bad = |what: &str| {
             Err(SolverError::InvalidParameter(format!(
@@ -356,6 +385,7 @@ impl Collider {
     /// found in `lattices`, indexed by `SdfId`.
     pub(crate) fn rows(&self, lattices: &[SdfLattice]) -> [Vec4; kernels::COLLIDER_ROWS as usize] {
         let (code, friction) = self.condition.code().unwrap_or((kernels::STICKY, 0.0));
+        let (held, temperature) = self.heat.code().unwrap_or((0.0, 0.0));
         let v3 = |a: [f32; 3], w: f32| Vec4::new(a[0], a[1], a[2], w);
         let mut rotation = Mat3::IDENTITY;
         let (mut omega, mut dims, mut first) = ([0.0; 3], [0.0; 3], 0.0);
@@ -390,8 +420,8 @@ impl Collider {
             Vec4::new(shape as f32, code as f32, friction, first),
             at,
             extra,
-            v3(self.velocity, 0.0),
-            v3(omega, 0.0),
+            v3(self.velocity, temperature),
+            v3(omega, held),
             rotation.x_axis.extend(0.0),
             rotation.y_axis.extend(0.0),
             rotation.z_axis.extend(0.0),

@@ -30,8 +30,20 @@ pub const SDF: i32 = 3;
 /// Rows per collider in the collider table (see `Collider::rows`): (shape, condition,
 /// friction, first distance sample), position (and radius), normal or half extents or the
 /// distance lattice's origin and spacing, velocity, angular velocity, the three columns of
-/// the rotation, the distance lattice's sample counts.
+/// the rotation, the distance lattice's sample counts. The velocity row's `w` holds a fixed
+/// temperature, the angular velocity row's `w` whether it is held (see `HeatBoundary`).
 pub const COLLIDER_ROWS: i32 = 9;
+
+/// Rows per material in the thermal table (see `Thermal`): conductivity and heat capacity,
+/// the softening curve's temperatures, its scales.
+pub const THERMAL_ROWS: i32 = 3;
+
+/// The rate, in units of `alpha / dx^2`, at which a particle's temperature relaxes towards
+/// its nodes' (see `Heat`).
+pub const SUBGRID_CONDUCTION: f32 = 0.2;
+
+/// How far outside a held collider's surface its nodes take its temperature, in cells.
+pub const HEAT_REACH: f32 = 0.5;
 
 /// Words of the status field: count of bad particles, one bad particle, the step it went bad
 /// on, why (`NON_FINITE` or `TOO_FAST`), and particles that left the domain.

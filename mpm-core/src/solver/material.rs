@@ -355,18 +355,140 @@ const fn all_distinct(kinds: &[i32]) -> bool {
     true
 }
 
+/// A material's thermal properties (see `Settings::heat`). Temperatures are in kelvin by
+/// convention; any one unit works, the curve's included.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Thermal {
+    /// Thermal conductivity `k`, W/(m K) (W/K in 2D, per metre of depth).
+    pub conductivity: f32,
+    /// Specific heat capacity `c`, J/(kg K).
+    pub specific_heat: f32,
+    /// The temperature particles of the material start at when added.
+    pub temperature: f32,
+    /// Temperature-dependent stiffness: points `(temperature, scale)` in increasing
+    /// temperature, at most [`Thermal::MAX_POINTS`], interpolated linearly and held beyond the
+    /// ends. The scale multiplies the shear modulus `mu` (the bulk response stays, so a
+    /// softened solid keeps its volume); at scale 0 the material is molten: a liquid whose
+    /// deformation keeps only its volume, as water's does, so that it sets again stress-free
+    /// in its new shape when it cools. Empty: no dependence.
+    pub softening: Vec<(f32, f32)>,
+}
+
+impl Default for Thermal {
+    /// No conduction, water's specific heat, 293.15 K, no softening.
+    fn default() -> Self {
+        Thermal {
+            conductivity: 0.0,
+            specific_heat: 4186.0,
+            temperature: 293.15,
+            softening: Vec::new(),
+        }
+    }
+}
+
+impl Thermal {
+    /// Points a softening curve holds at most.
+    pub const MAX_POINTS: usize = 4;
+
+    /// Checks the ranges, and that `material` can soften as asked: water and user materials
+    /// have no shear modulus of the engine's to scale, and sand's return mapping divides by
+    /// it (its scale stays above 0). The error names the material and the value.
+    pub fn validate(&self, material: &Material) -> Result<()> {
+        let bad = |m: String| {
+            Err(SolverError::InvalidParameter(format!(
+                "{} material's thermal properties: {m}",
+                material.name()
+            )))
+        };
+        if !Range::NON_NEGATIVE.contains(self.conductivity) {
+            return bad(format!(
+                "conductivity = {} must be finite and >= 0",
+                self.conductivity
+            ));
+        }
+        if !Range::POSITIVE.contains(self.specific_heat) {
+            return bad(format!(
+                "specific_heat = {} must be finite and > 0",
+                self.specific_heat
+            ));
+        }
+        if !self.temperature.is_finite() {
+            return bad(format!("temperature = {} is not finite", self.temperature));
+        }
+        let curve = &self.softening;
+        if curve.is_empty() {
+            return Ok(());
+        }
+        if curve.len() > Self::MAX_POINTS {
+            return bad(format!(
+                "softening has {} points, at most {} are allowed",
+                curve.len(),
+                Self::MAX_POINTS
+            ));
+        }
+        if let Some((t, s)) = curve
+            .iter()
+            .find(|(t, s)| !t.is_finite() || !Range::NON_NEGATIVE.contains(*s))
+        {
+            return bad(format!(
+                "softening point ({t}, {s}): the temperature must be finite, the scale finite                  and >= 0"
+            ));
+        }
+        if curve.windows(2).any(|w| w[1].0 <= w[0].0) {
+            return bad(format!(
+                "softening temperatures {:?} must increase",
+                curve.iter().map(|p| p.0).collect::<Vec<_>>()
+            ));
+        }
+        match material {
+            Material::Water { .. } | Material::User { .. } => bad(
+                "softening scales the shear modulus, which this material does not have".to_string(),
+            ),
+            Material::Sand { .. } if curve.iter().any(|p| p.1 <= 0.0) => {
+                bad("sand cannot melt: its softening scales must stay above 0".to_string())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Thermal diffusivity `k / (rho c)`, m^2/s.
+    pub fn diffusivity(&self, density: f32) -> f32 {
+        self.conductivity / (density * self.specific_heat)
+    }
+
+    /// The table rows: `(k, c, -, -)`, the curve's temperatures, its scales (padded with its
+    /// last point; scale 1 everywhere without one).
+    fn rows(&self) -> [Vec4; THERMAL_ROWS] {
+        let point = |i: usize| match self.softening.len() {
+            0 => (0.0, 1.0),
+            n => self.softening[i.min(n - 1)],
+        };
+        [
+            Vec4::new(self.conductivity, self.specific_heat, 0.0, 0.0),
+            Vec4::from_array(std::array::from_fn(|i| point(i).0)),
+            Vec4::from_array(std::array::from_fn(|i| point(i).1)),
+        ]
+    }
+}
+
+/// Rows per material in the thermal table (see `Thermal::rows`).
+const THERMAL_ROWS: usize = super::kernels::THERMAL_ROWS as usize;
+
 /// The index of a material in a solver's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MaterialId(pub i32);
 
-/// The materials of a solver on the device, one row each in three fields.
+/// The materials of a solver on the device, one row each in three fields and
+/// `kernels::THERMAL_ROWS` in a fourth.
 pub struct MaterialTable {
     pub materials: Vec<Material>,
+    pub thermal: Vec<Thermal>,
     /// 2 or 3: sand's cone coefficient depends on it.
     dimension: usize,
     pub kinds: Field<i32>,
     pub elastic: Field<Vec4>,
     pub params: Field<Vec4>,
+    pub thermal_rows: Field<Vec4>,
 }
 
 /// Materials one solver holds at most.
@@ -377,14 +499,17 @@ impl MaterialTable {
         let n = [MAX_MATERIALS as u32];
         Ok(MaterialTable {
             materials: Vec::new(),
+            thermal: Vec::new(),
             dimension,
             kinds: Field::new(backend, n)?,
             elastic: Field::new(backend, n)?,
             params: Field::new(backend, n)?,
+            thermal_rows: Field::new(backend, [(MAX_MATERIALS * THERMAL_ROWS) as u32])?,
         })
     }
 
-    /// Validates and adds a material, uploading the table.
+    /// Validates and adds a material with the default thermal properties, uploading the
+    /// table.
     pub fn add(&mut self, material: Material) -> Result<MaterialId> {
         material.validate()?;
         if self.materials.len() == MAX_MATERIALS {
@@ -393,6 +518,7 @@ impl MaterialTable {
             )));
         }
         self.materials.push(material);
+        self.thermal.push(Thermal::default());
         let mut kinds = vec![0; MAX_MATERIALS];
         let mut elastic = vec![Vec4::ZERO; MAX_MATERIALS];
         let mut params = vec![Vec4::ZERO; MAX_MATERIALS];
@@ -402,7 +528,49 @@ impl MaterialTable {
         self.kinds.upload(&kinds)?;
         self.elastic.upload(&elastic)?;
         self.params.upload(&params)?;
+        self.upload_thermal()?;
         Ok(MaterialId(self.materials.len() as i32 - 1))
+    }
+
+    /// Validates and sets a material's thermal properties, uploading the table.
+    pub fn set_thermal(&mut self, id: MaterialId, thermal: Thermal) -> Result<()> {
+        let Some(material) = self.get(id) else {
+            return Err(SolverError::InvalidParameter(format!(
+                "material id {} is not one of the {} materials",
+                id.0,
+                self.materials.len()
+            )));
+        };
+        thermal.validate(material)?;
+        self.thermal[id.0 as usize] = thermal;
+        self.upload_thermal()
+    }
+
+    /// The thermal properties of a material.
+    pub fn thermal(&self, id: MaterialId) -> Option<&Thermal> {
+        usize::try_from(id.0).ok().and_then(|i| self.thermal.get(i))
+    }
+
+    /// Whether any material's stiffness depends on temperature.
+    pub fn softens(&self) -> bool {
+        self.thermal.iter().any(|t| !t.softening.is_empty())
+    }
+
+    /// The largest thermal diffusivity `k / (rho c)` among the materials.
+    pub fn max_diffusivity(&self) -> f32 {
+        self.materials
+            .iter()
+            .zip(&self.thermal)
+            .map(|(m, t)| t.diffusivity(m.density()))
+            .fold(0.0, f32::max)
+    }
+
+    fn upload_thermal(&mut self) -> Result<()> {
+        let mut rows = vec![Vec4::ZERO; MAX_MATERIALS * THERMAL_ROWS];
+        for (i, t) in self.thermal.iter().enumerate() {
+            rows[THERMAL_ROWS * i..THERMAL_ROWS * (i + 1)].copy_from_slice(&t.rows());
+        }
+        Ok(self.thermal_rows.upload(&rows)?)
     }
 
     pub fn get(&self, id: MaterialId) -> Option<&Material> {

@@ -21,10 +21,10 @@ use std::sync::Arc;
 use glam::{Vec2, Vec4};
 
 use boundary::SdfLattice;
-pub use boundary::{Collider, Condition, Sdf, SdfId, Shape, Walls};
+pub use boundary::{Collider, Condition, HeatBoundary, Sdf, SdfId, Shape, Walls};
 pub use energy::Energy;
 pub use error::{Result, SolverError};
-pub use material::{Material, MaterialId, MaterialTable, ParamValue, Range};
+pub use material::{Material, MaterialId, MaterialTable, ParamValue, Range, Thermal};
 pub use particles::{HostParticles, Particles};
 pub use seeding::{Region, Sampling};
 pub use space::{Space, D2, D3};
@@ -103,6 +103,32 @@ impl BulkViscosity {
     };
 }
 
+/// Heat conduction coupled to the mechanics: every particle carries a temperature, which
+/// conducts through the grid the particles share (Stomakhin et al. 2014, "Augmented MPM for
+/// phase-change and varied materials", section 6, whose grid heat equation this follows with
+/// MLS-MPM's weight gradients `w D^-1 (x_i - x_p)`). Each substep scatters heat capacity
+/// `m c` and energy `m c T` to the nodes, computes each particle's temperature gradient
+/// from the nodes and scatters its conduction `-V k grad T . grad w`, updates the node
+/// temperatures explicitly (nodes inside fixed-temperature walls and colliders take their
+/// temperature) and gives the particles the change of their nodes' temperatures. Free
+/// surfaces are insulated. Materials take their conductivity, heat capacity, starting
+/// temperature and temperature-dependent stiffness from `Solver::set_thermal`.
+///
+/// The explicit update is stable for `dt <= HEAT_STEP dx^2 / alpha`, `alpha = k / (rho c)`
+/// the largest diffusivity; the adaptive step keeps to it, a fixed one is checked against it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Heat {
+    /// The domain walls: insulating (the default) or held at a temperature.
+    pub walls: HeatBoundary,
+}
+
+/// The explicit conduction's stable step in units of `dx^2 / alpha`. The discrete operator's
+/// largest eigenvalue, measured on periodic particle lattices (quadratic splines: `4 / dx^2`
+/// at one particle per cell and 1.9 at two per axis in 1D to 3D, up to 3.5 with particles
+/// jittered by a cell; cubic: at most 1.9), needs `dt <= 2 / lambda = dx^2 / (2 alpha)`; half
+/// that leaves room for irregular particles.
+pub const HEAT_STEP: f32 = 0.25;
+
 /// How the grid is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GridLayout {
@@ -142,6 +168,8 @@ pub struct Settings<const D: usize> {
     /// locking in material point methods", CMAME 333) average over cells, this over the
     /// B-spline stencil. Two more particle passes per substep; off by default.
     pub f_bar: bool,
+    /// Heat conduction (off, `None`, by default).
+    pub heat: Option<Heat>,
     pub time_step: TimeStep,
     pub walls: Walls,
     pub grid: GridLayout,
@@ -166,6 +194,7 @@ impl<const D: usize> Settings<D> {
             damping: 0.0,
             bulk_viscosity: BulkViscosity::default(),
             f_bar: false,
+            heat: None,
             time_step: TimeStep::Fixed(dt),
             walls: Walls::default(),
             grid: GridLayout::Dense,
@@ -218,6 +247,9 @@ impl<const D: usize> Settings<D> {
             _ => {}
         }
         self.walls.condition.code()?;
+        if let Some(heat) = self.heat {
+            heat.walls.code()?;
+        }
         if matches!(self.walls.thickness, 1 | 2) {
             return bad(format!(
                 "walls {} cells thick: walls are 0 (none) or at least 3 cells thick, so that \
@@ -261,25 +293,39 @@ pub struct Grid<V: crate::Elem, const D: usize> {
     pub m: Field<f32, D>,
     /// F-bar's sums per node, `(w V0 (J - 1), w V0)` (one cell unless `Settings::f_bar`).
     pub j: Field<Vec2, D>,
+    /// Heat per node (one cell unless `Settings::heat`): after P2G `(w m c, w m c T)`, after
+    /// the grid update the temperatures before and after conduction.
+    pub heat: Field<Vec2, D>,
+    /// The conducted heat flowing into each node, W (one cell unless `Settings::heat`).
+    pub q: Field<f32, D>,
     /// The layout tree of a sparse grid.
     pub tree: Option<Arc<Tree<D>>>,
 }
 
 impl<V: crate::Elem, const D: usize> Grid<V, D> {
-    fn new(backend: &BackendRef, res: [u32; D], layout: GridLayout, f_bar: bool) -> Result<Self> {
-        let unused = || Field::new(backend, [1; D]);
-        match layout {
-            GridLayout::Dense => Ok(Grid {
-                v: Field::new(backend, res)?,
-                v0: Field::new(backend, res)?,
-                m: Field::new(backend, res)?,
-                j: if f_bar {
-                    Field::new(backend, res)?
-                } else {
-                    unused()?
-                },
-                tree: None,
-            }),
+    fn new(backend: &BackendRef, settings: &Settings<D>) -> Result<Self> {
+        let res = settings.res;
+        let (f_bar, heat) = (settings.f_bar, settings.heat.is_some());
+        match settings.grid {
+            GridLayout::Dense => {
+                // A field over the grid, or a single cell where its option is off.
+                fn dense<T: Elem, const D: usize>(
+                    backend: &BackendRef,
+                    res: [u32; D],
+                    used: bool,
+                ) -> Result<Field<T, D>> {
+                    Ok(Field::new(backend, if used { res } else { [1; D] })?)
+                }
+                Ok(Grid {
+                    v: dense(backend, res, true)?,
+                    v0: dense(backend, res, true)?,
+                    m: dense(backend, res, true)?,
+                    j: dense(backend, res, f_bar)?,
+                    heat: dense(backend, res, heat)?,
+                    q: dense(backend, res, heat)?,
+                    tree: None,
+                })
+            }
             GridLayout::Sparse {
                 block,
                 bitmasked,
@@ -292,15 +338,24 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                     top.dense([block; D])
                 };
                 let tree = Tree::new(backend, layout.reserve(reserve))?;
+                // A field placed in the tree, or a single dense cell where its option is off.
+                fn placed<T: Elem, const D: usize>(
+                    backend: &BackendRef,
+                    tree: &Arc<Tree<D>>,
+                    used: bool,
+                ) -> Result<Field<T, D>> {
+                    Ok(match used {
+                        true => Field::place(tree)?,
+                        false => Field::new(backend, [1; D])?,
+                    })
+                }
                 Ok(Grid {
-                    v: Field::place(&tree)?,
-                    v0: Field::place(&tree)?,
-                    m: Field::place(&tree)?,
-                    j: if f_bar {
-                        Field::place(&tree)?
-                    } else {
-                        unused()?
-                    },
+                    v: placed(backend, &tree, true)?,
+                    v0: placed(backend, &tree, true)?,
+                    m: placed(backend, &tree, true)?,
+                    j: placed(backend, &tree, f_bar)?,
+                    heat: placed(backend, &tree, heat)?,
+                    q: placed(backend, &tree, heat)?,
                     tree: Some(tree),
                 })
             }
@@ -311,7 +366,14 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
     pub fn bytes(&self) -> usize {
         match &self.tree {
             Some(t) => t.memory().map(|m| m.reserved as usize).unwrap_or(0),
-            None => self.v.bytes() + self.v0.bytes() + self.m.bytes() + self.j.bytes(),
+            None => {
+                self.v.bytes()
+                    + self.v0.bytes()
+                    + self.m.bytes()
+                    + self.j.bytes()
+                    + self.heat.bytes()
+                    + self.q.bytes()
+            }
         }
     }
 }
@@ -375,7 +437,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         let mut status = Field::new(backend, [kernels::STATUS_WORDS])?;
         status.fill(0)?;
         Ok(Solver {
-            grid: Grid::new(backend, settings.res, settings.grid, settings.f_bar)?,
+            grid: Grid::new(backend, &settings)?,
             particles: Particles::new(backend, 1024)?,
             materials: MaterialTable::new(backend, D)?,
             colliders: Vec::new(),
@@ -446,6 +508,38 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
 
     pub fn add_material(&mut self, material: Material) -> Result<MaterialId> {
         self.materials.add(material)
+    }
+
+    /// Sets a material's thermal properties (see [`Heat`]; without it they leave the
+    /// material at its starting temperature, which its softening curve still reads).
+    /// Particles added afterwards start at its temperature. With heat on and a fixed time
+    /// step, the step must be stable for the conduction.
+    pub fn set_thermal(&mut self, material: MaterialId, thermal: Thermal) -> Result<()> {
+        let old = self.materials.thermal(material).cloned();
+        self.materials.set_thermal(material, thermal)?;
+        if let (TimeStep::Fixed(dt), Some(bound)) = (self.settings.time_step, self.heat_dt()) {
+            if dt > bound {
+                let name = self.materials.get(material).map(Material::name);
+                if let Some(old) = old {
+                    self.materials.set_thermal(material, old)?;
+                }
+                return Err(SolverError::InvalidParameter(format!(
+                    "{} material's conductivity: the time step {dt} s exceeds the stable \
+                     conduction step {bound:.3e} s ({HEAT_STEP} dx^2 / alpha); lower it or \
+                     use an adaptive one",
+                    name.unwrap_or_default()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The stable step of the conduction, `HEAT_STEP dx^2 / alpha` for the largest
+    /// diffusivity, with heat on and any conducting material.
+    fn heat_dt(&self) -> Option<f32> {
+        let alpha = self.materials.max_diffusivity();
+        (self.settings.heat.is_some() && alpha > 0.0)
+            .then(|| HEAT_STEP * self.settings.dx * self.settings.dx / alpha)
     }
 
     /// Adds a distance field for `Shape::Sdf` colliders to use.
@@ -695,6 +789,10 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         }
         let n = positions.len();
         let density = m.density();
+        let temperature = self
+            .materials
+            .thermal(material)
+            .map_or(Thermal::default().temperature, |t| t.temperature);
         let wave = self.rest_signal(m);
         let start = self.particles.count();
         self.particles.reserve(start as usize + n)?;
@@ -713,6 +811,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 mass: vec![density * volume; k],
                 vol: vec![volume; k],
                 material: vec![material.0; k],
+                temperature: vec![temperature; k],
             })?;
         }
         self.reserve_blocks()?;
@@ -766,11 +865,12 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                     .map(|c| c.top_speed(&self.sdfs))
                     .fold(0.0f32, f32::max);
                 let signal = (self.speed_bound + g * max).max(colliders);
-                if signal > 0.0 {
+                let waves = if signal > 0.0 {
                     max.min(cfl * dx / signal)
                 } else {
                     max
-                }
+                };
+                self.heat_dt().map_or(waves, |heat| waves.min(heat))
             }
         }
     }
@@ -823,6 +923,9 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             max_speed: s.max_cells_per_step * s.dx / dt,
             track_speed: matches!(s.time_step, TimeStep::Adaptive { .. }),
             f_bar: s.f_bar,
+            heat: s.heat.is_some(),
+            wall_heat: s.heat.unwrap_or_default().walls.code()?,
+            soften: self.materials.softens(),
         };
         if frozen.is_some() {
             S::touch_stencils(&self.particles, &mut self.grid, &scalars)?;
@@ -1136,7 +1239,7 @@ pub const MARGIN: f32 = 2.0;
 /// time, old and new copies side by side while they move).
 fn check_memory<V, M>(particles: f64, what: &str) -> Result<()> {
     let (v, m) = (size_of::<V>() as f64, size_of::<M>() as f64);
-    let per_particle = 2.0 * v + 2.25 * (2.0 * v + 3.0 * m + 16.0);
+    let per_particle = 2.0 * v + 2.25 * (2.0 * v + 3.0 * m + 20.0);
     let needed = particles * per_particle;
     let Some(available) = available_memory() else {
         return Ok(());
@@ -1199,4 +1302,9 @@ pub struct StepScalars<const D: usize> {
     pub max_speed: f32,
     pub track_speed: bool,
     pub f_bar: bool,
+    pub heat: bool,
+    /// `(1 if fixed else 0, temperature)` of the walls (see `HeatBoundary`).
+    pub wall_heat: (f32, f32),
+    /// Whether any material's stiffness follows its temperature (`Thermal::softening`).
+    pub soften: bool,
 }

@@ -22,6 +22,8 @@ pub struct Particles<V: Elem, M: Elem> {
     /// Initial volume.
     pub vol: Field<f32>,
     pub material: Field<i32>,
+    /// Temperature (see `Settings::heat`).
+    pub temperature: Field<f32>,
     count: u32,
 }
 
@@ -37,6 +39,7 @@ pub struct HostParticles<V, M> {
     pub mass: Vec<f32>,
     pub vol: Vec<f32>,
     pub material: Vec<i32>,
+    pub temperature: Vec<f32>,
 }
 
 impl<V, M> Default for HostParticles<V, M> {
@@ -51,6 +54,7 @@ impl<V, M> Default for HostParticles<V, M> {
             mass: Vec::new(),
             vol: Vec::new(),
             material: Vec::new(),
+            temperature: Vec::new(),
         }
     }
 }
@@ -80,6 +84,7 @@ impl<V: Elem, M: Elem> HostParticles<V, M> {
         filter(&mut self.mass, &keep);
         filter(&mut self.vol, &keep);
         filter(&mut self.material, &keep);
+        filter(&mut self.temperature, &keep);
     }
 }
 
@@ -97,6 +102,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
             mass: Field::new(backend, n)?,
             vol: Field::new(backend, n)?,
             material: Field::new(backend, n)?,
+            temperature: Field::new(backend, n)?,
             count: 0,
         })
     }
@@ -121,6 +127,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
             + self.mass.bytes()
             + self.vol.bytes()
             + self.material.bytes()
+            + self.temperature.bytes()
     }
 
     /// The particles in use, copied to the host.
@@ -140,6 +147,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
             mass: take(self.mass.download()?, n),
             vol: take(self.vol.download()?, n),
             material: take(self.material.download()?, n),
+            temperature: take(self.temperature.download()?, n),
         })
     }
 
@@ -219,6 +227,7 @@ impl<V: Elem, M: Elem> Particles<V, M> {
         self.mass.upload_at(at, &host.mass)?;
         self.vol.upload_at(at, &host.vol)?;
         self.material.upload_at(at, &host.material)?;
+        self.temperature.upload_at(at, &host.temperature)?;
         Ok(())
     }
 }

@@ -63,9 +63,11 @@ macro_rules! substep_call {
             &$p.mass,
             &$p.vol,
             &mut $p.material,
+            &mut $p.temperature,
             &$t.kinds,
             &$t.elastic,
             &$t.params,
+            &$t.thermal_rows,
             $colliders,
             $sdf,
             $status,
@@ -74,6 +76,8 @@ macro_rules! substep_call {
             &mut $grid.v0,
             &mut $grid.m,
             &mut $grid.j,
+            &mut $grid.heat,
+            &mut $grid.q,
             count,
             $s.step,
             $IV::from_array($s.res.map(|r| r as i32)),
@@ -93,6 +97,9 @@ macro_rules! substep_call {
             $s.max_speed,
             $s.track_speed,
             if $s.f_bar { count } else { 0 },
+            if $s.heat { count } else { 0 },
+            Vec2::new($s.wall_heat.0, $s.wall_heat.1),
+            $s.soften,
         )?)
     }};
 }
@@ -169,11 +176,14 @@ macro_rules! space {
                     &mut p.tau,
                     &mut p.jp,
                     &p.material,
+                    &p.temperature,
                     &t.kinds,
                     &t.elastic,
                     &t.params,
+                    &t.thermal_rows,
                     start,
                     end,
+                    t.softens(),
                 )?)
             }
         }

@@ -11,8 +11,8 @@ use super::{
 };
 use crate::materials::{f_bar_applies, USER_KIND};
 use crate::solver::kernels::{
-    non_finite, speed_bucket, BOX, COLLIDER_ROWS, NON_FINITE, PLANE, SDF, SLIP, SPHERE, STICKY,
-    TOO_FAST,
+    non_finite, speed_bucket, BOX, COLLIDER_ROWS, HEAT_REACH, NON_FINITE, PLANE, SDF, SLIP, SPHERE,
+    STICKY, SUBGRID_CONDUCTION, THERMAL_ROWS, TOO_FAST,
 };
 use crate::{func, kernel, Field};
 
@@ -162,6 +162,39 @@ pub fn collider_velocity(x: Vec, at: Vec4, velocity: Vec4, omega: Vec4) -> Vec {
     row(velocity) + spin(omega, x - row(at))
 }
 
+/// The scale of a material's shear modulus at temperature `t` (see `Thermal::softening`):
+/// its curve's four points (`temps`, `scales`; shorter curves repeat their last point),
+/// linear between them, held beyond the ends.
+#[func]
+pub fn softening(t: f32, temps: Vec4, scales: Vec4) -> f32 {
+    let mut s = scales.x;
+    for i in 1..4 {
+        if t > temps[i - 1] {
+            let span = temps[i] - temps[i - 1];
+            let mut f = 1.0;
+            if span > 0.0 {
+                f = min((t - temps[i - 1]) / span, 1.0);
+            }
+            s = scales[i - 1] + f * (scales[i] - scales[i - 1]);
+        }
+    }
+    s
+}
+
+/// Whether node `cell` lies in the domain walls (see `walls`).
+#[func]
+pub fn in_walls(cell: IVec, res: IVec, thickness: i32) -> bool {
+    let mut inside = false;
+    if thickness > 0 {
+        for a in 0..DIM {
+            if cell[a] <= thickness || cell[a] >= res[a] - thickness {
+                inside = true;
+            }
+        }
+    }
+    inside
+}
+
 /// Domain walls `thickness` cells thick on every side of a grid of `res` cells (none
 /// for 0): the nodes `cell <= thickness` and `cell >= res - thickness` along any axis
 /// take the walls' condition, mirror images about the domain's centre. See `Walls`
@@ -239,6 +272,13 @@ macro_rules! substep {
         /// method"). A particle that ends outside `margin` cells of the border is marked dead
         /// and counted in `status[4]`; a non-finite or too fast one is reported in
         /// `status[0..4]`.
+        ///
+        /// With heat (`heat_count` = `count`, else 0; see `Heat`) P2G also scatters heat
+        /// capacity and energy into `grid_heat`, the `'conduct` loop each particle's
+        /// conduction into `grid_q`, the grid update turns both into the nodes'
+        /// temperatures before and after the step, and G2P adds their change to the
+        /// particles'. `thermal` holds `THERMAL_ROWS` rows per material: conductivity and
+        /// heat capacity, then the softening curve, which scales `mu` when `soften`.
         #[kernel]
         pub fn $substep(
             x: &mut Field<Vec>,
@@ -250,9 +290,11 @@ macro_rules! substep {
             mass: &Field<f32>,
             vol: &Field<f32>,
             material: &mut Field<i32>,
+            temperature: &mut Field<f32>,
             kinds: &Field<i32>,
             elastic: &Field<Vec4>,
             params: &Field<Vec4>,
+            thermal: &Field<Vec4>,
             colliders: &Field<Vec4>,
             sdf: &Field<f32>,
             status: &mut Field<i32>,
@@ -261,6 +303,8 @@ macro_rules! substep {
             grid_v0: &mut Field<Vec, D>,
             grid_m: &mut Field<f32, D>,
             grid_j: &mut Field<Vec2, D>,
+            grid_heat: &mut Field<Vec2, D>,
+            grid_q: &mut Field<f32, D>,
             count: u32,
             step: i32,
             res: IVec,
@@ -280,6 +324,9 @@ macro_rules! substep {
             max_speed: f32,
             track_speed: bool,
             f_bar_count: u32,
+            heat_count: u32,
+            wall_heat: Vec2,
+            soften: bool,
         ) {
             let inv_dx = 1.0 / dx;
             let support = $support;
@@ -294,6 +341,10 @@ macro_rules! substep {
                 if f_bar_count > 0 {
                     grid_j[cell] = Vec2::ZERO;
                 }
+                if heat_count > 0 {
+                    grid_heat[cell] = Vec2::ZERO;
+                    grid_q[cell] = 0.0;
+                }
             }
             'p2g: for p in 0..count {
                 let id = material[p];
@@ -306,6 +357,12 @@ macro_rules! substep {
                     let apic = m * c[p];
                     let affine = (-dt * vol[p] * dinv) * tau[p] + apic;
                     let momentum = m * v[p];
+                    // (m c, m c T)
+                    let mut heat = Vec2::ZERO;
+                    if heat_count > 0 {
+                        let capacity = m * thermal[id * THERMAL_ROWS].y;
+                        heat = vec2(capacity, capacity * temperature[p]);
+                    }
                     for i in 0..support {
                         for k in 0..support {
                             for l in 0..depth {
@@ -316,6 +373,9 @@ macro_rules! substep {
                                 grid_m[base + o] += weight * m;
                                 if flip > 0.0 {
                                     grid_v0[base + o] += weight * (momentum + apic * dpos);
+                                }
+                                if heat_count > 0 {
+                                    grid_heat[base + o] += weight * heat;
                                 }
                             }
                         }
@@ -328,6 +388,10 @@ macro_rules! substep {
                     // Implicit damping: unconditionally stable, and zero at rest.
                     let mut gv = (grid_v[cell] / m + dt * gravity) / (1.0 + dt * damping);
                     let xn = to_vec(cell) * dx;
+                    // Fixed temperatures of the walls and colliders the node lies in (a
+                    // held collider wins over the walls, the last one over the others).
+                    let mut held = wall_heat.x > 0.0 && in_walls(cell, res, wall_thickness);
+                    let mut held_at = wall_heat.y;
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
                         let head = colliders[r];
@@ -376,11 +440,58 @@ macro_rules! substep {
                             );
                             gv = boundary(gv, n, vc, head.y as i32, head.z);
                         }
+                        if colliders[r + 4].w > 0.0 && phi <= HEAT_REACH * dx {
+                            held = true;
+                            held_at = colliders[r + 3].w;
+                        }
                     }
                     gv = walls(cell, gv, res, wall_thickness, wall_condition, wall_friction);
                     grid_v[cell] = gv;
                     if flip > 0.0 {
                         grid_v0[cell] = grid_v0[cell] / m;
+                    }
+                    // The node's heat capacity and temperature; a held node has none of its
+                    // own (an infinite reservoir at its temperature).
+                    if heat_count > 0 {
+                        let node = grid_heat[cell];
+                        let mut out = vec2(node.x, node.y / node.x);
+                        if held {
+                            out = vec2(0.0, held_at);
+                        }
+                        grid_heat[cell] = out;
+                    }
+                }
+            }
+            // Conduction: the particle's temperature gradient from its nodes' temperatures,
+            // `D^-1 sum w T_i (x_i - x_p)` (exact for linear fields), and its share
+            // `-V k grad T . grad w_i` of each node's heat inflow, with MLS-MPM's
+            // `grad w_i = w D^-1 (x_i - x_p)` and the current volume `J V0`.
+            'conduct: for p in 0..heat_count {
+                let id = material[p];
+                if id >= 0 {
+                    let (base, fx, w) = stencil(x[p] * inv_dx, support);
+                    let mut gradient = Vec::ZERO;
+                    for i in 0..support {
+                        for k in 0..support {
+                            for l in 0..depth {
+                                let o = offset(i, k, l);
+                                let weight = w[0][i] * w[1][k] * w[2][l];
+                                let dpos = (to_vec(o) - fx) * dx;
+                                gradient += (weight * grid_heat[base + o].y) * dpos;
+                            }
+                        }
+                    }
+                    let volume = vol[p] * (1.0 + materials::volume_change(grad_u[p]));
+                    let flux = (-volume * thermal[id * THERMAL_ROWS].x * dinv * dinv) * gradient;
+                    for i in 0..support {
+                        for k in 0..support {
+                            for l in 0..depth {
+                                let o = offset(i, k, l);
+                                let weight = w[0][i] * w[1][k] * w[2][l];
+                                let dpos = (to_vec(o) - fx) * dx;
+                                grid_q[base + o] += weight * dot(flux, dpos);
+                            }
+                        }
                     }
                 }
             }
@@ -394,6 +505,10 @@ macro_rules! substep {
                     let mut v_pic = Vec::ZERO;
                     let mut v_change = Vec::ZERO;
                     let mut b = Mat::ZERO;
+                    // Heat: the nodes' temperature change over the step (per unit `dt`) and
+                    // their temperature before it.
+                    let mut warming = 0.0;
+                    let mut smooth = 0.0;
                     for i in 0..support {
                         for k in 0..support {
                             for l in 0..depth {
@@ -405,6 +520,13 @@ macro_rules! substep {
                                 b += weight * outer(g, dpos);
                                 if flip > 0.0 {
                                     v_change += weight * (g - grid_v0[base + o]);
+                                }
+                                if heat_count > 0 {
+                                    let node = grid_heat[base + o];
+                                    smooth += weight * node.y;
+                                    if node.x > 0.0 {
+                                        warming += weight * grid_q[base + o] / node.x;
+                                    }
                                 }
                             }
                         }
@@ -475,17 +597,34 @@ macro_rules! substep {
                     // F' = (I + dt C) F, updated by its increment on h = F - I so that
                     // strain increments below f32's resolution at 1 are kept.
                     let dt_c = dt * new_c;
-                    let trial = grad_u[p] + dt_c + dt_c * grad_u[p];
+                    let mut trial = grad_u[p] + dt_c + dt_c * grad_u[p];
                     let kind = kinds[id];
-                    let (h_new, mut tau_new, jp_new) = materials::constitutive(
-                        kind,
-                        trial,
-                        new_c,
-                        tau[p],
-                        jp[p],
-                        elastic[id],
-                        params[id],
-                    );
+                    // The particle's temperature takes its nodes' change, as FLIP takes the
+                    // velocity's, and relaxes towards their temperature at the rate of
+                    // `SUBGRID_CONDUCTION` (see `Heat`); its shear modulus takes the
+                    // material's scale there, and molten it keeps only its volume.
+                    let mut new_temperature = 0.0;
+                    if heat_count > 0 || soften {
+                        new_temperature = temperature[p];
+                    }
+                    if heat_count > 0 {
+                        let r = id * THERMAL_ROWS;
+                        let diffusivity = thermal[r].x / (elastic[id].z * thermal[r].y);
+                        let relax =
+                            1.0 - exp(-SUBGRID_CONDUCTION * diffusivity * dt * inv_dx * inv_dx);
+                        new_temperature += dt * warming - relax * (new_temperature - smooth);
+                    }
+                    let mut e = elastic[id];
+                    if soften {
+                        let r = id * THERMAL_ROWS;
+                        e.x *= softening(new_temperature, thermal[r + 1], thermal[r + 2]);
+                        if e.x <= 0.0 {
+                            let dj = materials::volume_change(trial);
+                            trial = Mat::from_diagonal(Vec::splat(materials::root_change(dj)));
+                        }
+                    }
+                    let (h_new, mut tau_new, jp_new) =
+                        materials::constitutive(kind, trial, new_c, tau[p], jp[p], e, params[id]);
                     // Artificial bulk viscosity in compression (see `BulkViscosity`): Kirchhoff
                     // `J (-q I)` with `J rho = rho0`, the row's density.
                     let rate = trace(new_c);
@@ -553,6 +692,9 @@ macro_rules! substep {
                     grad_u[p] = h_new;
                     tau[p] = tau_new;
                     jp[p] = jp_new;
+                    if heat_count > 0 {
+                        temperature[p] = new_temperature;
+                    }
                 }
             }
             // F-bar (see `Settings::f_bar`; `f_bar_count` is `count` with it, else 0): the
@@ -597,14 +739,13 @@ macro_rules! substep {
                     let dj = materials::volume_change(h);
                     let grow = materials::root_change((dj_bar - dj) / (1.0 + dj));
                     let h_bar = h + grow * (Mat::IDENTITY + h);
+                    let mut e = elastic[id];
+                    if soften {
+                        let r = id * THERMAL_ROWS;
+                        e.x *= softening(temperature[p], thermal[r + 1], thermal[r + 2]);
+                    }
                     let (_h, mut tau_bar, _jp) = materials::constitutive(
-                        kinds[id],
-                        h_bar,
-                        c[p],
-                        tau[p],
-                        jp[p],
-                        elastic[id],
-                        params[id],
+                        kinds[id], h_bar, c[p], tau[p], jp[p], e, params[id],
                     );
                     if visc_linear + visc_quadratic > 0.0 {
                         tau_bar -= viscous_pressure(
@@ -654,7 +795,8 @@ pub fn touch_stencils(
     }
 }
 
-/// The stress of particles `start..end` from their current state (run on new ones).
+/// The stress of particles `start..end` from their current state (run on new ones), their
+/// shear moduli softened at their temperatures when `soften` (see `substep_quadratic`).
 #[kernel]
 pub fn init_stress(
     grad_u: &mut Field<Mat>,
@@ -662,24 +804,25 @@ pub fn init_stress(
     tau: &mut Field<Mat>,
     jp: &mut Field<f32>,
     material: &Field<i32>,
+    temperature: &Field<f32>,
     kinds: &Field<i32>,
     elastic: &Field<Vec4>,
     params: &Field<Vec4>,
+    thermal: &Field<Vec4>,
     start: u32,
     end: u32,
+    soften: bool,
 ) {
     'stress: for p in start..end {
         let id = material[p];
         if id >= 0 {
-            let (h_new, tau_new, jp_new) = materials::constitutive(
-                kinds[id],
-                grad_u[p],
-                c[p],
-                tau[p],
-                jp[p],
-                elastic[id],
-                params[id],
-            );
+            let mut e = elastic[id];
+            if soften {
+                let r = id * THERMAL_ROWS;
+                e.x *= softening(temperature[p], thermal[r + 1], thermal[r + 2]);
+            }
+            let (h_new, tau_new, jp_new) =
+                materials::constitutive(kinds[id], grad_u[p], c[p], tau[p], jp[p], e, params[id]);
             grad_u[p] = h_new;
             tau[p] = tau_new;
             jp[p] = jp_new;
