@@ -650,11 +650,12 @@ pub fn devices() -> Result<(), AnyError> {
         println!("{}: {} ({}){mark}", d.index, d.name, d.device_type);
         println!(
             "    storage buffer range {} MiB, work groups {:?}, push constants {} B, shared memory {} KiB, \
-             subgroup {}, float atomic add {}, inf/NaN kept {}",
+             storage buffers per shader {}, subgroup {}, float atomic add {}, inf/NaN kept {}",
             d.max_storage_buffer_range >> 20,
             d.max_compute_work_group_count,
             d.max_push_constants_size,
             d.max_shared_memory >> 10,
+            d.max_storage_buffers,
             d.subgroup_size,
             if d.float_atomic_add { "yes" } else { "no (compare-and-swap loops)" },
             if d.inf_nan_preserve {

@@ -1,14 +1,14 @@
 //! CPU and Vulkan run the solver alike: random small multi-material scenes (2D and 3D, dense
 //! and sparse grids, both splines, APIC and FLIP, F-bar, bulk viscosity, analytic and
-//! moving distance-field colliders) agree after a number of substeps, within float
+//! moving distance-field colliders, heat with held walls and colliders and softening) agree after a number of substeps, within float
 //! tolerance (atomics add in different orders, and GPU compilers reassociate).
 
 mod common;
 
 use common::{ok, property};
 use mpm::core::solver::{
-    BulkViscosity, Collider, Condition, GridLayout, HeatBoundary, Material, Region, Sampling, Sdf,
-    Settings, Shape, Solver, Space, Spline,
+    BulkViscosity, Collider, Condition, GridLayout, Heat, HeatBoundary, Material, Region, Sampling,
+    Sdf, Settings, Shape, Solver, Space, Spline, Thermal,
 };
 use mpm::BackendRef;
 use proptest::prelude::*;
@@ -27,6 +27,9 @@ struct Scene {
     collider: u32,
     f_bar: bool,
     viscosity: bool,
+    /// Heat on: walls and colliders held at 350 K and 400 K, each material at its own
+    /// temperature, the solids softening with it.
+    heat: bool,
     steps: usize,
 }
 
@@ -89,10 +92,11 @@ fn scene() -> impl Strategy<Value = Scene> {
         0u32..3,
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
         5usize..25,
     )
         .prop_map(
-            |(layout, spline, flip, blocks, collider, f_bar, viscosity, steps)| Scene {
+            |(layout, spline, flip, blocks, collider, f_bar, viscosity, heat, steps)| Scene {
                 layout,
                 spline,
                 flip,
@@ -100,17 +104,18 @@ fn scene() -> impl Strategy<Value = Scene> {
                 collider,
                 f_bar,
                 viscosity,
+                heat,
                 steps,
             },
         )
 }
 
-/// Runs the scene in `D` dimensions; returns positions, velocities and deformation
-/// gradients as flat floats.
+/// Runs the scene in `D` dimensions; returns positions, velocities, deformation gradients
+/// and temperatures, each as flat floats.
 fn run<S: Space<D>, const D: usize>(
     b: &BackendRef,
     scene: &Scene,
-) -> mpm::core::solver::Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+) -> mpm::core::solver::Result<[Vec<f32>; 4]> {
     let mut settings = Settings::<D>::new(32, 1e-4);
     settings.grid = scene.layout;
     settings.spline = scene.spline;
@@ -120,11 +125,41 @@ fn run<S: Space<D>, const D: usize>(
         settings.bulk_viscosity = BulkViscosity::STANDARD;
     }
     settings.check_every = 1;
+    let held = |t: f32| match scene.heat {
+        true => HeatBoundary::Fixed(t),
+        false => HeatBoundary::Insulated,
+    };
+    if scene.heat {
+        settings.heat = Some(Heat { walls: held(350.0) });
+    }
     let mut s = Solver::<S, D>::new(b, settings)?;
     let ids: Vec<_> = materials()
         .into_iter()
         .map(|m| s.add_material(m))
         .collect::<mpm::core::solver::Result<_>>()?;
+    if scene.heat {
+        // Diffusivities of 0.5 m^2/s, a fifth of the bound at dt = 1e-4 and dx = 1/32;
+        // softening across the temperatures the blocks start at (snow melts).
+        let curves = [
+            vec![],
+            vec![(260.0, 1.0), (330.0, 0.3)],
+            vec![(250.0, 1.0), (300.0, 0.5), (320.0, 0.2), (360.0, 0.1)],
+            vec![(270.0, 1.0), (330.0, 0.0)],
+            vec![(250.0, 1.0), (400.0, 0.5)],
+        ];
+        for ((i, id), curve) in ids.iter().enumerate().zip(curves) {
+            let density = materials()[i].density();
+            s.set_thermal(
+                *id,
+                Thermal {
+                    conductivity: 0.5 * density * 1000.0,
+                    specific_heat: 1000.0,
+                    temperature: 250.0 + 30.0 * i as f32,
+                    softening: curve,
+                },
+            )?;
+        }
+    }
     let dx = 1.0 / 32.0;
     for (material, corner, velocity) in &scene.blocks {
         let min: [f32; D] = std::array::from_fn(|a| corner[a] as f32 * dx);
@@ -139,13 +174,16 @@ fn run<S: Space<D>, const D: usize>(
         )?;
     }
     if scene.collider == 1 {
-        s.add_collider(Collider::fixed(
-            Shape::Sphere {
-                centre: [0.5, 0.3, 0.5],
-                radius: 0.1,
-            },
-            Condition::Slip { friction: 0.3 },
-        ))?;
+        s.add_collider(Collider {
+            heat: held(400.0),
+            ..Collider::fixed(
+                Shape::Sphere {
+                    centre: [0.5, 0.3, 0.5],
+                    radius: 0.1,
+                },
+                Condition::Slip { friction: 0.3 },
+            )
+        })?;
     }
     if scene.collider == 2 {
         // A box of half extents 0.15 x 0.05 (x 0.15), sampled every half cell, spinning
@@ -177,7 +215,7 @@ fn run<S: Space<D>, const D: usize>(
                 angular_velocity: [0.0, 0.0, 3.0],
             },
             condition: Condition::Separate { friction: 0.3 },
-            heat: HeatBoundary::Insulated,
+            heat: held(400.0),
             velocity: [0.0, 0.5, 0.0],
         })?;
     }
@@ -192,14 +230,15 @@ fn run<S: Space<D>, const D: usize>(
         v.truncate(n * per);
         v
     };
-    Ok((
+    Ok([
         take(flat(mpm::core::types::to_words(&p.x.download()?)), D),
         take(flat(mpm::core::types::to_words(&p.v.download()?)), D),
         take(
             flat(mpm::core::types::to_words(&p.grad_u.download()?)),
             D * D,
         ),
-    ))
+        take(p.temperature.download()?, 1),
+    ])
 }
 
 fn agree<S: Space<D>, const D: usize>(
@@ -210,9 +249,10 @@ fn agree<S: Space<D>, const D: usize>(
     let gpu = ok("vulkan", run::<S, D>(&b.vk, scene))?;
     // Measured over 32 random scenes: at most 1.2e-7 (x), 2.1e-5 (v), 8.7e-6 (F).
     for (what, c, g, abs) in [
-        ("x", &cpu.0, &gpu.0, 2e-6f32),
-        ("v", &cpu.1, &gpu.1, 2e-4),
-        ("F", &cpu.2, &gpu.2, 1e-4),
+        ("x", &cpu[0], &gpu[0], 2e-6f32),
+        ("v", &cpu[1], &gpu[1], 2e-4),
+        ("F", &cpu[2], &gpu[2], 1e-4),
+        ("T", &cpu[3], &gpu[3], 1e-2),
     ] {
         prop_assert_eq!(c.len(), g.len(), "{} lengths differ", what);
         let (worst, at) = c
@@ -270,6 +310,7 @@ fn f_bar_on_a_sparse_grid_with_a_moving_field_collider() {
         collider: 2,
         f_bar: true,
         viscosity: true,
+        heat: false,
         steps: 7,
     };
     common::with_backends(|b| {

@@ -183,6 +183,9 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
                 max_compute_work_group_count: limits.max_compute_work_group_count,
                 max_push_constants_size: limits.max_push_constants_size,
                 max_shared_memory: limits.max_compute_shared_memory_size,
+                max_storage_buffers: limits
+                    .max_per_stage_descriptor_storage_buffers
+                    .min(limits.max_descriptor_set_storage_buffers),
                 subgroup_size: subgroup.subgroup_size,
                 float_atomic_add: float_add_feature,
                 inf_nan_preserve,
@@ -408,6 +411,7 @@ impl Context {
             max_workgroup_count: cand.info.max_compute_work_group_count,
             max_push_constants_size: cand.info.max_push_constants_size,
             max_shared_memory: cand.info.max_shared_memory,
+            max_storage_buffers: cand.info.max_storage_buffers,
             timestamps: cand.timestamp_valid_bits > 0,
             timestamp_valid_bits: cand.timestamp_valid_bits,
             timestamp_period_ns: props.limits.timestamp_period,

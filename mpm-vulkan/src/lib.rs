@@ -159,6 +159,9 @@ pub struct DeviceInfo {
     /// Bytes of workgroup-shared memory a compute shader may declare (a block loop's
     /// `shared` arrays).
     pub max_shared_memory: u32,
+    /// Storage buffers one compute shader may bind (a kernel's fields, their float views and
+    /// its trees'; 32 on lavapipe).
+    pub max_storage_buffers: u32,
     pub subgroup_size: u32,
     /// The device supports `shaderBufferFloat32AtomicAdd`.
     pub float_atomic_add: bool,
@@ -186,6 +189,7 @@ pub struct DeviceCaps {
     pub max_workgroup_count: [u32; 3],
     pub max_push_constants_size: u32,
     pub max_shared_memory: u32,
+    pub max_storage_buffers: u32,
     /// Timestamps can be written on the compute queue.
     pub timestamps: bool,
     pub timestamp_valid_bits: u32,

@@ -834,3 +834,64 @@ fn devices_are_listed() {
         Err(e) => panic!("listing devices failed: {e}"),
     }
 }
+
+/// Fields of `trace_many_fields`: more storage buffers than lavapipe's 32 per shader.
+const MANY: usize = 40;
+const MANY_NAMES: [&str; MANY] = [
+    "f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9", "f10", "f11", "f12", "f13", "f14",
+    "f15", "f16", "f17", "f18", "f19", "f20", "f21", "f22", "f23", "f24", "f25", "f26", "f27",
+    "f28", "f29", "f30", "f31", "f32", "f33", "f34", "f35", "f36", "f37", "f38", "f39",
+];
+
+/// `f0[i] = f1[i] + f2[i] + ... + f39[i]`.
+fn trace_many_fields() -> Result<Kernel> {
+    let mut k = Kb::new("many");
+    let fields: Vec<u32> = MANY_NAMES.iter().map(|n| k.field(n, Ty::F32, 1)).collect();
+    let i = k.par_indices(fields[0], Ty::U32);
+    let iv = k.v(i);
+    let mut sum = k.load(fields[1], iv);
+    for &f in &fields[2..] {
+        let x = k.load(f, iv);
+        sum = k.bin(BinOp::Add, sum, x);
+    }
+    k.push(Stmt::Store {
+        field: fields[0],
+        index: iv,
+        value: sum,
+    });
+    k.finish()
+}
+
+/// A kernel that binds more storage buffers than the device allows is refused with the
+/// counts (the driver would otherwise run it with some bindings missing: the validation
+/// layer's VUID-VkPipelineLayoutCreateInfo-pSetLayouts-00289, and wrong results).
+#[test]
+fn too_many_fields_are_refused() {
+    let Some(be) = backend_or_skip() else { return };
+    let n = 4u32;
+    let bufs: Vec<_> = (0..MANY)
+        .map(|f| fbuf(&be, &vec![f as f32; n as usize]))
+        .collect();
+    let shape = [n];
+    let fields: Vec<_> = bufs.iter().map(|b| (b, &shape[..])).collect();
+    let d = desc!("many", [], trace_many_fields);
+    let d = mpm_core::KernelDesc {
+        field_names: &MANY_NAMES,
+        ..d
+    };
+    let limit = be.caps().max_storage_buffers as usize;
+    match run(&be, &d, &fields, &[], &[(0, n as u64)]) {
+        Err(Error::Backend { message, .. }) if limit <= MANY => {
+            assert!(
+                message.contains("storage buffers") && message.contains(&limit.to_string()),
+                "{message}"
+            );
+        }
+        Ok(()) if limit > MANY => {
+            let want: f32 = (1..MANY).map(|f| f as f32).sum();
+            assert_eq!(read_f(&be, &bufs[0]), vec![want; n as usize]);
+        }
+        Err(e) => panic!("the device allows {limit} storage buffers; the launch failed: {e}"),
+        Ok(()) => panic!("the device allows {limit} storage buffers, but {MANY} fields ran"),
+    }
+}

@@ -40,8 +40,9 @@ pub enum HeatBoundary {
     /// No heat flows through it.
     #[default]
     Insulated,
-    /// Held at this temperature: the grid nodes inside it take it every substep, so the
-    /// material in contact exchanges heat with it as with an infinite reservoir.
+    /// Held at this temperature: the grid nodes inside it and up to half a cell outside take
+    /// it every substep, so the material in contact exchanges heat with it as with an
+    /// infinite reservoir (see `Heat`).
     Fixed(f32),
 }
 

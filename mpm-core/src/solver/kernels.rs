@@ -34,15 +34,17 @@ pub const SDF: i32 = 3;
 /// temperature, the angular velocity row's `w` whether it is held (see `HeatBoundary`).
 pub const COLLIDER_ROWS: i32 = 9;
 
-/// Rows per material in the thermal table (see `Thermal`): conductivity and heat capacity,
-/// the softening curve's temperatures, its scales.
-pub const THERMAL_ROWS: i32 = 3;
+/// Rows per material in the material table (see `MaterialTable`): `(mu, lambda, density,
+/// wave speed)`, the model's own row, `(kind, conductivity, specific heat, -)`, the
+/// softening curve's temperatures and its scales.
+pub const MATERIAL_ROWS: i32 = 5;
 
 /// The rate, in units of `alpha / dx^2`, at which a particle's temperature relaxes towards
-/// its nodes' (see `Heat`).
+/// its nodes' (see `Heat` for the choice).
 pub const SUBGRID_CONDUCTION: f32 = 0.2;
 
-/// How far outside a held collider's surface its nodes take its temperature, in cells.
+/// How far outside a held collider's surface its nodes take its temperature, in cells: to
+/// the nearest node, as the walls' nodes lie half a cell outside their surfaces.
 pub const HEAT_REACH: f32 = 0.5;
 
 /// Words of the status field: count of bad particles, one bad particle, the step it went bad

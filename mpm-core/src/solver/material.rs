@@ -456,39 +456,38 @@ impl Thermal {
         self.conductivity / (density * self.specific_heat)
     }
 
-    /// The table rows: `(k, c, -, -)`, the curve's temperatures, its scales (padded with its
-    /// last point; scale 1 everywhere without one).
-    fn rows(&self) -> [Vec4; THERMAL_ROWS] {
+    /// The softening curve's temperatures and scales as two table rows, padded with its last
+    /// point (scale 1 everywhere without one).
+    fn curve_rows(&self) -> [Vec4; 2] {
         let point = |i: usize| match self.softening.len() {
             0 => (0.0, 1.0),
             n => self.softening[i.min(n - 1)],
         };
         [
-            Vec4::new(self.conductivity, self.specific_heat, 0.0, 0.0),
             Vec4::from_array(std::array::from_fn(|i| point(i).0)),
             Vec4::from_array(std::array::from_fn(|i| point(i).1)),
         ]
     }
 }
 
-/// Rows per material in the thermal table (see `Thermal::rows`).
-const THERMAL_ROWS: usize = super::kernels::THERMAL_ROWS as usize;
+/// Rows per material in the device table.
+const MATERIAL_ROWS: usize = super::kernels::MATERIAL_ROWS as usize;
 
 /// The index of a material in a solver's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MaterialId(pub i32);
 
-/// The materials of a solver on the device, one row each in three fields and
-/// `kernels::THERMAL_ROWS` in a fourth.
+/// The materials of a solver, and their table on the device: `kernels::MATERIAL_ROWS` rows
+/// per material in one field (one storage buffer: the substep kernel binds many), the row
+/// of material `id` at `id * MATERIAL_ROWS`: `(mu, lambda, density, wave speed)`, the
+/// model's own row (`Material::User`'s `params`), `(kind, conductivity, specific heat, -)`,
+/// the softening curve's temperatures and its scales.
 pub struct MaterialTable {
     pub materials: Vec<Material>,
     pub thermal: Vec<Thermal>,
     /// 2 or 3: sand's cone coefficient depends on it.
     dimension: usize,
-    pub kinds: Field<i32>,
-    pub elastic: Field<Vec4>,
-    pub params: Field<Vec4>,
-    pub thermal_rows: Field<Vec4>,
+    pub rows: Field<Vec4>,
 }
 
 /// Materials one solver holds at most.
@@ -496,15 +495,11 @@ pub const MAX_MATERIALS: usize = 64;
 
 impl MaterialTable {
     pub fn new(backend: &BackendRef, dimension: usize) -> Result<Self> {
-        let n = [MAX_MATERIALS as u32];
         Ok(MaterialTable {
             materials: Vec::new(),
             thermal: Vec::new(),
             dimension,
-            kinds: Field::new(backend, n)?,
-            elastic: Field::new(backend, n)?,
-            params: Field::new(backend, n)?,
-            thermal_rows: Field::new(backend, [(MAX_MATERIALS * THERMAL_ROWS) as u32])?,
+            rows: Field::new(backend, [(MAX_MATERIALS * MATERIAL_ROWS) as u32])?,
         })
     }
 
@@ -519,16 +514,7 @@ impl MaterialTable {
         }
         self.materials.push(material);
         self.thermal.push(Thermal::default());
-        let mut kinds = vec![0; MAX_MATERIALS];
-        let mut elastic = vec![Vec4::ZERO; MAX_MATERIALS];
-        let mut params = vec![Vec4::ZERO; MAX_MATERIALS];
-        for (i, m) in self.materials.iter().enumerate() {
-            (kinds[i], elastic[i], params[i]) = m.rows(self.dimension);
-        }
-        self.kinds.upload(&kinds)?;
-        self.elastic.upload(&elastic)?;
-        self.params.upload(&params)?;
-        self.upload_thermal()?;
+        self.upload()?;
         Ok(MaterialId(self.materials.len() as i32 - 1))
     }
 
@@ -543,7 +529,7 @@ impl MaterialTable {
         };
         thermal.validate(material)?;
         self.thermal[id.0 as usize] = thermal;
-        self.upload_thermal()
+        self.upload()
     }
 
     /// The thermal properties of a material.
@@ -565,12 +551,21 @@ impl MaterialTable {
             .fold(0.0, f32::max)
     }
 
-    fn upload_thermal(&mut self) -> Result<()> {
-        let mut rows = vec![Vec4::ZERO; MAX_MATERIALS * THERMAL_ROWS];
-        for (i, t) in self.thermal.iter().enumerate() {
-            rows[THERMAL_ROWS * i..THERMAL_ROWS * (i + 1)].copy_from_slice(&t.rows());
+    fn upload(&mut self) -> Result<()> {
+        let mut rows = vec![Vec4::ZERO; MAX_MATERIALS * MATERIAL_ROWS];
+        for (i, (m, t)) in self.materials.iter().zip(&self.thermal).enumerate() {
+            let (kind, elastic, params) = m.rows(self.dimension);
+            let [temperatures, scales] = t.curve_rows();
+            let heat = Vec4::new(kind as f32, t.conductivity, t.specific_heat, 0.0);
+            rows[MATERIAL_ROWS * i..MATERIAL_ROWS * (i + 1)].copy_from_slice(&[
+                elastic,
+                params,
+                heat,
+                temperatures,
+                scales,
+            ]);
         }
-        Ok(self.thermal_rows.upload(&rows)?)
+        Ok(self.rows.upload(&rows)?)
     }
 
     pub fn get(&self, id: MaterialId) -> Option<&Material> {

@@ -151,6 +151,14 @@ impl Runtime {
         for t in glsl::active_trees(kernel, field_trees, trees) {
             bindings.push(glsl::active_binding(t, n, trees.len()));
         }
+        if bindings.len() > caps.max_storage_buffers as usize {
+            return Err(backend_err(format!(
+                "kernel `{qname}` binds {} storage buffers (its {n} fields, their float views \
+                 and its trees'); the device allows {} per shader: pass fewer fields",
+                bindings.len(),
+                caps.max_storage_buffers
+            )));
+        }
         let layout_bindings = storage_layout(bindings.iter().copied());
         let d = &self.ctx.device;
         let mut kp = KernelPipelines {

@@ -11,8 +11,8 @@ use super::{
 };
 use crate::materials::{f_bar_applies, USER_KIND};
 use crate::solver::kernels::{
-    non_finite, speed_bucket, BOX, COLLIDER_ROWS, HEAT_REACH, NON_FINITE, PLANE, SDF, SLIP, SPHERE,
-    STICKY, SUBGRID_CONDUCTION, THERMAL_ROWS, TOO_FAST,
+    non_finite, speed_bucket, BOX, COLLIDER_ROWS, HEAT_REACH, MATERIAL_ROWS, NON_FINITE, PLANE,
+    SDF, SLIP, SPHERE, STICKY, SUBGRID_CONDUCTION, TOO_FAST,
 };
 use crate::{func, kernel, Field};
 
@@ -277,8 +277,8 @@ macro_rules! substep {
         /// capacity and energy into `grid_heat`, the `'conduct` loop each particle's
         /// conduction into `grid_q`, the grid update turns both into the nodes'
         /// temperatures before and after the step, and G2P adds their change to the
-        /// particles'. `thermal` holds `THERMAL_ROWS` rows per material: conductivity and
-        /// heat capacity, then the softening curve, which scales `mu` when `soften`.
+        /// particles'. `table` holds `MATERIAL_ROWS` rows per material (see
+        /// `MaterialTable`); the softening curve scales `mu` when `soften`.
         #[kernel]
         pub fn $substep(
             x: &mut Field<Vec>,
@@ -291,10 +291,7 @@ macro_rules! substep {
             vol: &Field<f32>,
             material: &mut Field<i32>,
             temperature: &mut Field<f32>,
-            kinds: &Field<i32>,
-            elastic: &Field<Vec4>,
-            params: &Field<Vec4>,
-            thermal: &Field<Vec4>,
+            table: &Field<Vec4>,
             colliders: &Field<Vec4>,
             sdf: &Field<f32>,
             status: &mut Field<i32>,
@@ -360,7 +357,7 @@ macro_rules! substep {
                     // (m c, m c T)
                     let mut heat = Vec2::ZERO;
                     if heat_count > 0 {
-                        let capacity = m * thermal[id * THERMAL_ROWS].y;
+                        let capacity = m * table[id * MATERIAL_ROWS + 2].z;
                         heat = vec2(capacity, capacity * temperature[p]);
                     }
                     for i in 0..support {
@@ -482,7 +479,7 @@ macro_rules! substep {
                         }
                     }
                     let volume = vol[p] * (1.0 + materials::volume_change(grad_u[p]));
-                    let flux = (-volume * thermal[id * THERMAL_ROWS].x * dinv * dinv) * gradient;
+                    let flux = (-volume * table[id * MATERIAL_ROWS + 2].y * dinv * dinv) * gradient;
                     for i in 0..support {
                         for k in 0..support {
                             for l in 0..depth {
@@ -598,7 +595,8 @@ macro_rules! substep {
                     // strain increments below f32's resolution at 1 are kept.
                     let dt_c = dt * new_c;
                     let mut trial = grad_u[p] + dt_c + dt_c * grad_u[p];
-                    let kind = kinds[id];
+                    let r = id * MATERIAL_ROWS;
+                    let kind = table[r + 2].x as i32;
                     // The particle's temperature takes its nodes' change, as FLIP takes the
                     // velocity's, and relaxes towards their temperature at the rate of
                     // `SUBGRID_CONDUCTION` (see `Heat`); its shear modulus takes the
@@ -608,30 +606,29 @@ macro_rules! substep {
                         new_temperature = temperature[p];
                     }
                     if heat_count > 0 {
-                        let r = id * THERMAL_ROWS;
-                        let diffusivity = thermal[r].x / (elastic[id].z * thermal[r].y);
+                        let heat = table[r + 2];
+                        let diffusivity = heat.y / (table[r].z * heat.z);
                         let relax =
                             1.0 - exp(-SUBGRID_CONDUCTION * diffusivity * dt * inv_dx * inv_dx);
                         new_temperature += dt * warming - relax * (new_temperature - smooth);
                     }
-                    let mut e = elastic[id];
+                    let mut e = table[r];
                     if soften {
-                        let r = id * THERMAL_ROWS;
-                        e.x *= softening(new_temperature, thermal[r + 1], thermal[r + 2]);
+                        e.x *= softening(new_temperature, table[r + 3], table[r + 4]);
                         if e.x <= 0.0 {
                             let dj = materials::volume_change(trial);
                             trial = Mat::from_diagonal(Vec::splat(materials::root_change(dj)));
                         }
                     }
                     let (h_new, mut tau_new, jp_new) =
-                        materials::constitutive(kind, trial, new_c, tau[p], jp[p], e, params[id]);
+                        materials::constitutive(kind, trial, new_c, tau[p], jp[p], e, table[r + 1]);
                     // Artificial bulk viscosity in compression (see `BulkViscosity`): Kirchhoff
                     // `J (-q I)` with `J rho = rho0`, the row's density.
                     let rate = trace(new_c);
                     let viscous = visc_linear + visc_quadratic > 0.0 && kind != USER_KIND;
                     if viscous {
                         tau_new -=
-                            viscous_pressure(rate, elastic[id], dx, visc_linear, visc_quadratic)
+                            viscous_pressure(rate, table[r], dx, visc_linear, visc_quadratic)
                                 * Mat::IDENTITY;
                     }
                     let speed2 = dot(new_v, new_v);
@@ -670,9 +667,14 @@ macro_rules! substep {
                             // The fastest signal through this particle's cells (see
                             // `TimeStep::Adaptive`): its own speed plus its state's wave
                             // speed, widened by bulk viscosity to `Q + sqrt(Q^2 + c^2)`.
-                            let e = elastic[id];
+                            let e = table[r];
                             let modulus = materials::wave_modulus(
-                                kind, h_new, tau_new, jp_new, e, params[id],
+                                kind,
+                                h_new,
+                                tau_new,
+                                jp_new,
+                                e,
+                                table[r + 1],
                             );
                             let wave = sqrt(max(modulus, 0.0) / e.z);
                             let mut signal = wave;
@@ -704,7 +706,7 @@ macro_rules! substep {
             // `F-bar = (J-bar / J)^(1/d) F`, while F itself evolves as before.
             'f_bar_scatter: for p in 0..f_bar_count {
                 let id = material[p];
-                if id >= 0 && f_bar_applies(kinds[id]) {
+                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + 2].x as i32) {
                     let (base, _fx, w) = stencil(x[p] * inv_dx, support);
                     let share = vol[p] * vec2(materials::volume_change(grad_u[p]), 1.0);
                     for i in 0..support {
@@ -719,7 +721,7 @@ macro_rules! substep {
             }
             'f_bar_stress: for p in 0..f_bar_count {
                 let id = material[p];
-                if id >= 0 && f_bar_applies(kinds[id]) {
+                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + 2].x as i32) {
                     let (base, _fx, w) = stencil(x[p] * inv_dx, support);
                     let mut dj_bar = 0.0;
                     for i in 0..support {
@@ -739,18 +741,24 @@ macro_rules! substep {
                     let dj = materials::volume_change(h);
                     let grow = materials::root_change((dj_bar - dj) / (1.0 + dj));
                     let h_bar = h + grow * (Mat::IDENTITY + h);
-                    let mut e = elastic[id];
+                    let r = id * MATERIAL_ROWS;
+                    let mut e = table[r];
                     if soften {
-                        let r = id * THERMAL_ROWS;
-                        e.x *= softening(temperature[p], thermal[r + 1], thermal[r + 2]);
+                        e.x *= softening(temperature[p], table[r + 3], table[r + 4]);
                     }
                     let (_h, mut tau_bar, _jp) = materials::constitutive(
-                        kinds[id], h_bar, c[p], tau[p], jp[p], e, params[id],
+                        table[r + 2].x as i32,
+                        h_bar,
+                        c[p],
+                        tau[p],
+                        jp[p],
+                        e,
+                        table[r + 1],
                     );
                     if visc_linear + visc_quadratic > 0.0 {
                         tau_bar -= viscous_pressure(
                             trace(c[p]),
-                            elastic[id],
+                            table[r],
                             dx,
                             visc_linear,
                             visc_quadratic,
@@ -805,10 +813,7 @@ pub fn init_stress(
     jp: &mut Field<f32>,
     material: &Field<i32>,
     temperature: &Field<f32>,
-    kinds: &Field<i32>,
-    elastic: &Field<Vec4>,
-    params: &Field<Vec4>,
-    thermal: &Field<Vec4>,
+    table: &Field<Vec4>,
     start: u32,
     end: u32,
     soften: bool,
@@ -816,13 +821,14 @@ pub fn init_stress(
     'stress: for p in start..end {
         let id = material[p];
         if id >= 0 {
-            let mut e = elastic[id];
+            let r = id * MATERIAL_ROWS;
+            let mut e = table[r];
             if soften {
-                let r = id * THERMAL_ROWS;
-                e.x *= softening(temperature[p], thermal[r + 1], thermal[r + 2]);
+                e.x *= softening(temperature[p], table[r + 3], table[r + 4]);
             }
+            let kind = table[r + 2].x as i32;
             let (h_new, tau_new, jp_new) =
-                materials::constitutive(kinds[id], grad_u[p], c[p], tau[p], jp[p], e, params[id]);
+                materials::constitutive(kind, grad_u[p], c[p], tau[p], jp[p], e, table[r + 1]);
             grad_u[p] = h_new;
             tau[p] = tau_new;
             jp[p] = jp_new;
