@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mpm_core::glam::{Vec2, Vec3};
 use mpm_core::solver::{
     Collider, Condition, HeatBoundary, Material, MaterialId, Region, Sampling, Shape, Solver,
-    Space, D2, D3,
+    Space, Thermal, D2, D3,
 };
 use mpm_core::BackendRef;
 
@@ -394,21 +394,30 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
             .peak
             .max(self.solver.grid.bytes() + self.solver.particles.bytes());
         let points3 = || x.iter().map(vec3_of).collect::<Vec<Vec3>>();
-        let speeds3 = || v.iter().map(vec3_of).collect::<Vec<Vec3>>();
+        let velocities3 = || v.iter().map(vec3_of).collect::<Vec<Vec3>>();
         let output = &self.scene.output;
-        let colouring = Colouring::from(output.color);
+        let colouring = Colouring::from(output);
+        // What the colouring reads besides the materials.
+        let values: Vec<f32> = match colouring {
+            Colouring::Material => Vec::new(),
+            Colouring::Speed { .. } => v.iter().map(|v| vec3_of(v).length()).collect(),
+            Colouring::Temperature { .. } => {
+                let mut t = self.solver.particles.temperature.download()?;
+                t.truncate(n);
+                t
+            }
+        };
         let size = output.image_size;
         let picture = if D == 2 {
             let extent = self.extent();
             let points: Vec<Vec2> = x.iter().map(|p| Vec2::new(p[0], p[1]) / extent).collect();
-            let speeds: Vec<Vec2> = v.iter().map(|p| Vec2::new(p[0], p[1])).collect();
-            render::particles_2d_by(&points, &speeds, &materials, size, colouring)
+            render::particles_2d_by(&points, &values, &materials, size, colouring)
         } else {
             let s = self.solver.settings();
             let max = Vec3::from_array(std::array::from_fn(|a| s.res[a % D] as f32 * s.dx));
             let mut view = View3d::new(Vec3::ZERO, max, size, size);
             view.colouring = colouring;
-            render::particles_3d(&points3(), &speeds3(), &materials, &view)
+            render::particles_3d(&points3(), &values, &materials, &view)
         };
         let frame = self.frame;
         if output.png {
@@ -418,7 +427,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
         }
         if output.ply {
             let path = self.out.join(format!("frame_{frame:05}.ply"));
-            output::write_ply_3d(&path, &points3(), &speeds3(), &materials)?;
+            output::write_ply_3d(&path, &points3(), &velocities3(), &materials)?;
         }
         if let Some(gif) = &mut self.gif {
             gif.push(&picture)?;
@@ -544,11 +553,11 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
         }
     );
     let cpu = backend::cpu();
-    let (particles, grid_bytes, particle_bytes, dt, materials, colliders) = match scene.dimension()
-    {
-        2 => summarise::<D2, 2>(&scene, &cpu)?,
-        _ => summarise::<D3, 3>(&scene, &cpu)?,
-    };
+    let (particles, grid_bytes, particle_bytes, dt, materials, thermal, colliders) =
+        match scene.dimension() {
+            2 => summarise::<D2, 2>(&scene, &cpu)?,
+            _ => summarise::<D3, 3>(&scene, &cpu)?,
+        };
     let mut options = Vec::new();
     if s.damping > 0.0 {
         options.push(format!("damping {} 1/s", s.damping));
@@ -561,6 +570,12 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
     }
     if s.f_bar {
         options.push("F-bar anti-locking".to_string());
+    }
+    if let Some(h) = &s.heat {
+        options.push(match h.wall_temperature {
+            Some(t) => format!("heat conduction (walls held at {t} K)"),
+            None => "heat conduction (walls insulated)".to_string(),
+        });
     }
     if !options.is_empty() {
         println!("  options: {}", options.join(", "));
@@ -580,7 +595,7 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
         s.frame_time / dt
     );
     println!("  materials:");
-    for (m, spec) in materials.iter().zip(&scene.materials) {
+    for ((m, t), spec) in materials.iter().zip(&thermal).zip(&scene.materials) {
         println!(
             "    {:<16} {:<16} density {:>7}, wave speed {:>7.2} m/s",
             spec.get_ref().name,
@@ -588,6 +603,18 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
             m.density(),
             m.wave_speed()
         );
+        if spec.get_ref().thermal().is_some() {
+            println!(
+                "      starts at {} K; conductivity {} W/(m K), specific heat {} J/(kg K){}",
+                t.temperature,
+                t.conductivity,
+                t.specific_heat,
+                match t.softening.is_empty() {
+                    true => String::new(),
+                    false => format!("; shear modulus scaled by {:?} (K, scale)", t.softening),
+                }
+            );
+        }
     }
     println!(
         "  {particles} particles in {} bodies; {} colliders; {} emitters",
@@ -596,7 +623,10 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
         scene.emitters.len()
     );
     for c in &colliders {
-        println!("    collider: {}", c.shape);
+        match c.heat {
+            HeatBoundary::Fixed(t) => println!("    collider: {}, held at {t} K", c.shape),
+            HeatBoundary::Insulated => println!("    collider: {}", c.shape),
+        }
     }
     println!(
         "  memory: grid {:.1} MiB, particles {:.1} MiB",
@@ -606,7 +636,15 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
     Ok(())
 }
 
-type Summarised = (usize, usize, usize, f32, Vec<Material>, Vec<Collider>);
+type Summarised = (
+    usize,
+    usize,
+    usize,
+    f32,
+    Vec<Material>,
+    Vec<Thermal>,
+    Vec<Collider>,
+);
 
 fn summarise<S: Space<D>, const D: usize>(
     scene: &Scene,
@@ -619,6 +657,7 @@ fn summarise<S: Space<D>, const D: usize>(
         solver.particles.bytes(),
         solver.next_dt(),
         solver.materials.materials.clone(),
+        solver.materials.thermal.clone(),
         solver.colliders().to_vec(),
     ))
 }

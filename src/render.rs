@@ -1,5 +1,5 @@
 //! Images of particle sets: 2D dots in the unit square and 3D splats seen through an orbit
-//! camera, coloured by material or by speed.
+//! camera, coloured by material, speed or temperature.
 
 use std::path::Path;
 
@@ -41,13 +41,29 @@ pub enum Colouring {
     /// Viridis over |v| / max: dark purple at rest, yellow at `max` and above. `None` takes
     /// the frame's 99th percentile of speeds, so a few outliers do not wash the frame out.
     Speed { max: Option<f32> },
+    /// Viridis from the cold end of `range` (dark purple) to its hot end (yellow); `None`
+    /// takes the frame's 1st and 99th percentiles of temperature.
+    Temperature { range: Option<(f32, f32)> },
 }
 
-impl From<crate::scene_file::ColorBy> for Colouring {
-    fn from(c: crate::scene_file::ColorBy) -> Self {
-        match c {
-            crate::scene_file::ColorBy::Material => Colouring::Material,
-            crate::scene_file::ColorBy::Speed => Colouring::Speed { max: None },
+impl Colouring {
+    /// Whether it reads per-particle values (speeds or temperatures) rather than materials.
+    pub fn reads_values(self) -> bool {
+        !matches!(self, Colouring::Material)
+    }
+}
+
+impl From<&crate::scene_file::Output> for Colouring {
+    fn from(o: &crate::scene_file::Output) -> Self {
+        use crate::scene_file::ColorBy;
+        match o.color {
+            ColorBy::Material => Colouring::Material,
+            ColorBy::Speed => Colouring::Speed {
+                max: o.color_range.map(|r| r[1]),
+            },
+            ColorBy::Temperature => Colouring::Temperature {
+                range: o.color_range.map(|r| (r[0], r[1])),
+            },
         }
     }
 }
@@ -67,76 +83,96 @@ pub fn colormap(t: f32) -> [u8; 3] {
     std::array::from_fn(|c| (a[c] as f32 + (b[c] as f32 - a[c] as f32) * f).round() as u8)
 }
 
+/// The `q` quantile of `values` (non-finite ones ignored), `None` for none.
+fn quantile(values: &[f32], q: f64) -> Option<f32> {
+    let mut s: Vec<f32> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if s.is_empty() {
+        return None;
+    }
+    let k = ((s.len() - 1) as f64 * q).round() as usize;
+    let (_, v, _) = s.select_nth_unstable_by(k, f32::total_cmp);
+    Some(*v)
+}
+
 /// The 99th percentile of `speeds` (non-finite ones ignored), or 1 when that is not positive,
 /// so that normalising by it never divides by zero.
 pub fn speed_scale(speeds: &[f32]) -> f32 {
-    let mut s: Vec<f32> = speeds.iter().copied().filter(|v| v.is_finite()).collect();
-    if s.is_empty() {
-        return 1.0;
-    }
-    let k = ((s.len() - 1) as f64 * 0.99).round() as usize;
-    let (_, v, _) = s.select_nth_unstable_by(k, f32::total_cmp);
-    if *v > 0.0 {
-        *v
-    } else {
-        1.0
-    }
+    quantile(speeds, 0.99).filter(|v| *v > 0.0).unwrap_or(1.0)
 }
 
-/// A colouring resolved for one frame: the speed scale is fixed once per frame.
+/// A colouring resolved for one frame: the scale of speeds or temperatures is fixed once per
+/// frame.
 enum Painter<'a> {
     Material(&'a [i32]),
-    Speed { speeds: Vec<f32>, inv_max: f32 },
+    /// Viridis over `(value - low) * inv_span`.
+    Values {
+        values: &'a [f32],
+        low: f32,
+        inv_span: f32,
+    },
 }
 
 impl<'a> Painter<'a> {
-    fn new(colouring: Colouring, materials: &'a [i32], speeds: impl FnOnce() -> Vec<f32>) -> Self {
-        match colouring {
-            Colouring::Material => Painter::Material(materials),
-            Colouring::Speed { max } => {
-                let speeds = speeds();
-                let max = match max {
-                    Some(m) if m > 0.0 && m.is_finite() => m,
-                    _ => speed_scale(&speeds),
-                };
-                Painter::Speed {
-                    speeds,
-                    inv_max: 1.0 / max,
+    fn new(colouring: Colouring, materials: &'a [i32], values: &'a [f32]) -> Self {
+        let (low, high) = match colouring {
+            Colouring::Material => return Painter::Material(materials),
+            Colouring::Speed { max } => match max {
+                Some(m) if m > 0.0 && m.is_finite() => (0.0, m),
+                _ => (0.0, speed_scale(values)),
+            },
+            Colouring::Temperature { range } => match range {
+                Some((a, b)) if a.is_finite() && b.is_finite() && b > a => (a, b),
+                _ => {
+                    let a = quantile(values, 0.01).unwrap_or(0.0);
+                    let b = quantile(values, 0.99).unwrap_or(1.0);
+                    // A uniform frame sits at the bottom of the map.
+                    (a, if b > a { b } else { a + 1.0 })
                 }
-            }
+            },
+        };
+        Painter::Values {
+            values,
+            low,
+            inv_span: 1.0 / (high - low),
         }
     }
 
     fn colour(&self, i: usize) -> [u8; 3] {
         match self {
             Painter::Material(m) => material_colour(m[i]),
-            Painter::Speed { speeds, inv_max } => colormap(speeds[i] * inv_max),
+            Painter::Values {
+                values,
+                low,
+                inv_span,
+            } => colormap((values[i] - low) * inv_span),
         }
     }
 }
 
 /// Checks the slice lengths a colouring needs; a mismatch is a caller's bug.
-fn check_lengths(n: usize, velocities: usize, materials: usize, colouring: Colouring) {
-    match colouring {
-        Colouring::Material => assert_eq!(
+fn check_lengths(n: usize, values: usize, materials: usize, colouring: Colouring) {
+    if colouring.reads_values() {
+        assert_eq!(
+            values, n,
+            "{n} positions but {values} values ({colouring:?})"
+        );
+    } else {
+        assert_eq!(
             materials, n,
             "{n} positions but {materials} material ids (colouring by material)"
-        ),
-        Colouring::Speed { .. } => assert_eq!(
-            velocities, n,
-            "{n} positions but {velocities} velocities (colouring by speed)"
-        ),
+        );
     }
 }
 
-/// Per-particle colours: `speeds[i]` is |v_i| (only read when colouring by speed, may then be
-/// empty otherwise), `materials[i]` the material id (only read when colouring by material).
-pub fn particle_colours(speeds: &[f32], materials: &[i32], colouring: Colouring) -> Vec<[u8; 3]> {
-    let n = match colouring {
-        Colouring::Material => materials.len(),
-        Colouring::Speed { .. } => speeds.len(),
+/// Per-particle colours: `values[i]` is particle `i`'s speed or temperature (only read when
+/// colouring by one, may then be empty otherwise), `materials[i]` its material id (only read
+/// when colouring by material).
+pub fn particle_colours(values: &[f32], materials: &[i32], colouring: Colouring) -> Vec<[u8; 3]> {
+    let n = match colouring.reads_values() {
+        true => values.len(),
+        false => materials.len(),
     };
-    let painter = Painter::new(colouring, materials, || speeds.to_vec());
+    let painter = Painter::new(colouring, materials, values);
     (0..n).map(|i| painter.colour(i)).collect()
 }
 
@@ -152,28 +188,22 @@ pub fn particles_2d(positions: &[Vec2], materials: &[i32], size: u32) -> RgbImag
     )
 }
 
-/// Draws particles of the unit square (y up) as 2x2-pixel dots coloured by material or speed.
-/// Scale positions of a larger domain into the unit square first. `velocities` may be empty
-/// when colouring by material, `materials` when colouring by speed.
+/// Draws particles of the unit square (y up) as 2x2-pixel dots coloured by material, speed or
+/// temperature. Scale positions of a larger domain into the unit square first. `values` (the
+/// particles' speeds or temperatures) may be empty when colouring by material, `materials`
+/// when colouring by values.
 ///
 /// # Panics
 /// When the slice the colouring reads is not as long as `positions`.
 pub fn particles_2d_by(
     positions: &[Vec2],
-    velocities: &[Vec2],
+    values: &[f32],
     materials: &[i32],
     size: u32,
     colouring: Colouring,
 ) -> RgbImage {
-    check_lengths(
-        positions.len(),
-        velocities.len(),
-        materials.len(),
-        colouring,
-    );
-    let painter = Painter::new(colouring, materials, || {
-        velocities.iter().map(|v| v.length()).collect()
-    });
+    check_lengths(positions.len(), values.len(), materials.len(), colouring);
+    let painter = Painter::new(colouring, materials, values);
     let mut img = RgbImage::from_pixel(size, size, Rgb(BACKGROUND));
     for (i, p) in positions.iter().enumerate() {
         let colour = Rgb(painter.colour(i));
@@ -304,19 +334,20 @@ impl View3d {
 /// depth across the domain, and pixels with nearer neighbours in the depth buffer (creases,
 /// parts behind an edge) darken a little, which reads as ambient occlusion.
 ///
-/// `velocities` may be empty when colouring by material, `materials` when colouring by speed.
+/// `values` (the particles' speeds or temperatures) may be empty when colouring by material,
+/// `materials` when colouring by values.
 ///
 /// # Panics
 /// When the slice the colouring reads is not as long as `positions`.
 pub fn particles_3d(
     positions: &[Vec3],
-    velocities: &[Vec3],
+    values: &[f32],
     materials: &[i32],
     view: &View3d,
 ) -> RgbImage {
     check_lengths(
         positions.len(),
-        velocities.len(),
+        values.len(),
         materials.len(),
         view.colouring,
     );
@@ -412,9 +443,7 @@ pub fn particles_3d(
     let occ_full = 3.0 * r;
     let occ_cut = 0.15 * (far - near).max(1e-6);
 
-    let painter = Painter::new(view.colouring, materials, || {
-        velocities.iter().map(|v| v.length()).collect()
-    });
+    let painter = Painter::new(view.colouring, materials, values);
     let mut img = RgbImage::from_pixel(w as u32, h as u32, Rgb(BACKGROUND));
     for y in 0..h {
         for x in 0..w {

@@ -494,6 +494,10 @@ pub struct Output {
     pub png: bool,
     #[serde(default)]
     pub color: ColorBy,
+    /// `[low, high]`: the scale of `color = "speed"` (from 0 to `high`) or `"temperature"`,
+    /// the same in every frame; without it each frame takes its own (speeds up to their
+    /// 99th percentile, temperatures from the 1st to the 99th).
+    pub color_range: Option<[f32; 2]>,
     /// Binary PLY per frame (position, velocity, material).
     #[serde(default)]
     pub ply: bool,
@@ -513,6 +517,7 @@ impl Default for Output {
         Output {
             png: true,
             color: ColorBy::Material,
+            color_range: None,
             ply: false,
             gif: false,
             checkpoint_every: 0,
@@ -535,6 +540,8 @@ pub enum ColorBy {
     #[default]
     Material,
     Speed,
+    /// Needs `heat` on.
+    Temperature,
 }
 
 /// 1-based line and column of a byte offset.
@@ -870,6 +877,40 @@ impl Scene {
             spec.to_collider(d, SdfId(0))
                 .validate()
                 .map_err(|e| at_mentioned(t, format!("collider {}: {e}", i + 1)))?;
+        }
+        if let Some([low, high]) = self.output.color_range {
+            let good = match self.output.color {
+                ColorBy::Speed => low == 0.0 && high.is_finite() && high > 0.0,
+                _ => low.is_finite() && high.is_finite() && high > low,
+            };
+            if !good {
+                let output = Table {
+                    name: "output",
+                    index: None,
+                    start: 0,
+                };
+                return Err(at(
+                    output,
+                    "color_range",
+                    format!(
+                        "[output] color_range = [{low}, {high}]: expected finite low < high \
+                         (from 0 for speeds)"
+                    ),
+                ));
+            }
+        }
+        if self.output.color == ColorBy::Temperature && s.heat.is_none() {
+            let output = Table {
+                name: "output",
+                index: None,
+                start: 0,
+            };
+            return Err(at(
+                output,
+                "color",
+                "[output] color = \"temperature\" needs heat conduction on ([simulation] heat = {})"
+                    .to_string(),
+            ));
         }
         if self.output.image_size < 16 || self.output.image_size > 8192 {
             let output = Table {

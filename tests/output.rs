@@ -480,7 +480,7 @@ fn nearer_particles_are_brighter_and_hide_farther_ones() {
 fn speed_colouring_separates_slow_and_fast_particles() {
     // 2D: a particle at rest and a fast one, on a fixed scale.
     let x = vec![Vec2::new(0.25, 0.5), Vec2::new(0.75, 0.5)];
-    let v = vec![Vec2::ZERO, Vec2::new(3.0, 4.0)];
+    let v = [0.0, 5.0];
     let img = render::particles_2d_by(&x, &v, &[], 64, Colouring::Speed { max: Some(5.0) });
     let (slow, fast) = (img.get_pixel(16, 32).0, img.get_pixel(48, 32).0);
     assert_eq!(slow, render::colormap(0.0));
@@ -520,14 +520,8 @@ fn speed_colouring_separates_slow_and_fast_particles() {
     let mut x = cluster(Vec3::new(0.3, 0.5, 0.5), 0.1, 8);
     let slow_n = x.len();
     x.extend(cluster(Vec3::new(0.7, 0.5, 0.5), 0.1, 8));
-    let v: Vec<Vec3> = (0..x.len())
-        .map(|i| {
-            if i < slow_n {
-                Vec3::ZERO
-            } else {
-                Vec3::X * 2.0
-            }
-        })
+    let v: Vec<f32> = (0..x.len())
+        .map(|i| if i < slow_n { 0.0 } else { 2.0 })
         .collect();
     let img = render::particles_3d(&x, &v, &[], &view);
     let (sx, sy) = front_pixel(128, Vec3::new(0.3, 0.5, 0.55));
@@ -583,6 +577,22 @@ fn thread_cpu_seconds() -> f64 {
 
 /// `cargo test --release --test output -- --ignored --nocapture`
 #[test]
+fn temperature_colouring_runs_cold_to_hot() {
+    let x = vec![Vec2::new(0.25, 0.5), Vec2::new(0.75, 0.5)];
+    let t = [250.0, 400.0];
+    let img = render::particles_2d_by(&x, &t, &[], 64, Colouring::Temperature { range: None });
+    assert_eq!(img.get_pixel(16, 32).0, render::colormap(0.0));
+    assert_eq!(img.get_pixel(48, 32).0, render::colormap(1.0));
+    // On a given range: 325 K is half way from 250 to 400.
+    let range = Some((250.0, 400.0));
+    let c = render::particle_colours(&[325.0, 100.0], &[], Colouring::Temperature { range });
+    assert_eq!(c, vec![render::colormap(0.5), render::colormap(0.0)]);
+    // A uniform frame does not divide by zero: it sits at the cold end.
+    let c = render::particle_colours(&[300.0; 3], &[], Colouring::Temperature { range: None });
+    assert_eq!(c, vec![render::colormap(0.0); 3]);
+}
+
+#[test]
 #[ignore = "timing; run in release"]
 fn time_one_million_splats_at_512() {
     let mut rng = Rng(3);
@@ -590,7 +600,7 @@ fn time_one_million_splats_at_512() {
     let x: Vec<Vec3> = (0..n)
         .map(|_| Vec3::new(rng.next(), rng.next() * 0.6, rng.next()))
         .collect();
-    let v: Vec<Vec3> = (0..n).map(|_| Vec3::new(rng.next(), 0.0, 0.0)).collect();
+    let v: Vec<f32> = (0..n).map(|_| rng.next()).collect();
     let m: Vec<i32> = (0..n).map(|i| i % 3).collect();
     for colouring in [Colouring::Material, Colouring::Speed { max: None }] {
         let view = View3d {
@@ -621,14 +631,14 @@ fn time_one_million_splats_at_512() {
         while x.len() < 300_000 {
             let p = Vec3::new(rng.next(), rng.next() * 0.25, rng.next());
             x.push(p);
-            v.push(Vec3::new(0.0, 0.0, 2.0 * p.x * p.y));
+            v.push(2.0 * p.x * p.y);
             m.push(0);
         }
         while x.len() < 400_000 {
             let p = Vec3::new(rng.next(), rng.next(), rng.next()) * 2.0 - 1.0;
             if p.length() < 1.0 {
                 x.push(Vec3::new(0.5, 0.55, 0.5) + 0.2 * p);
-                v.push(Vec3::new(0.0, -2.0, 0.0));
+                v.push(2.0);
                 m.push(1);
             }
         }

@@ -7,7 +7,8 @@ use mpm::commands::{self, RunOptions};
 use mpm::scene_file::{Scene, SceneError};
 use proptest::prelude::*;
 
-/// A small 2D scene: water and jelly, 32^2 cells, a sphere collider, an emitter.
+/// A small 2D scene: water and jelly, 32^2 cells, a sphere collider, an emitter; heat
+/// conducts from the walls and the collider, and the jelly softens with it.
 const SMALL: &str = r#"
 [simulation]
 dimension = 2
@@ -16,17 +17,23 @@ dt = 4e-4
 frame_time = 0.004
 frames = 6
 walls = { thickness = 3, condition = "slip", friction = 0.2 }
+heat = { wall_temperature = 280.0 }
 
 [[materials]]
 name = "water"
 model = "water"
 bulk = 1e4
+conductivity = 5e5
 
 [[materials]]
 name = "jelly"
 model = "neo-hookean"
 youngs = 2e4
 poisson = 0.3
+temperature = 320.0
+conductivity = 2e5
+specific_heat = 2000.0
+softening = [[300.0, 1.0], [350.0, 0.5]]
 
 [[bodies]]
 material = "water"
@@ -47,6 +54,7 @@ centre = [0.5, 0.2]
 radius = 0.08
 condition = "separate"
 friction = 0.3
+temperature = 360.0
 
 [[emitters]]
 material = "water"
@@ -201,6 +209,109 @@ fn scene_errors_point_at_the_key() {
         "{e}"
     );
     assert!(!e.contains("Collider {") && !e.contains("Plane {"), "{e}");
+}
+
+/// Heat in scene files: the keys reach the solver; mistakes name their key and line.
+#[test]
+fn scene_heat_keys_are_read_and_checked() {
+    use mpm::core::solver::{HeatBoundary, Solver2};
+    let scene = Scene::parse("test.toml", SMALL).expect("scene");
+    let settings = scene.settings::<2>();
+    assert_eq!(
+        settings.heat.map(|h| h.walls),
+        Some(HeatBoundary::Fixed(280.0))
+    );
+    let solver: Solver2 = scene.build(&mpm::backend::cpu()).expect("solver");
+    let jelly = &solver.materials.thermal[1];
+    assert_eq!(
+        (jelly.temperature, jelly.conductivity, jelly.specific_heat),
+        (320.0, 2e5, 2000.0)
+    );
+    assert_eq!(jelly.softening, vec![(300.0, 1.0), (350.0, 0.5)]);
+    assert_eq!(solver.colliders()[0].heat, HeatBoundary::Fixed(360.0));
+    let host = solver.particles.download().expect("particles");
+    let jelly_t: Vec<f32> = (0..host.len())
+        .filter(|&i| host.material[i] == 1)
+        .map(|i| host.temperature[i])
+        .collect();
+    assert!(!jelly_t.is_empty() && jelly_t.iter().all(|&t| t == 320.0));
+
+    let no_heat = SMALL.replace("heat = { wall_temperature = 280.0 }\n", "");
+    let cases = [
+        (
+            no_heat.clone(),
+            "conductivity = 5e5",
+            "needs heat conduction on",
+        ),
+        (
+            no_heat
+                .replace("conductivity = 5e5\n", "")
+                .replace("conductivity = 2e5\n", ""),
+            "specific_heat",
+            "needs heat conduction on",
+        ),
+        (
+            no_heat
+                .replace("conductivity = 5e5\n", "")
+                .replace("conductivity = 2e5\n", "")
+                .replace("specific_heat = 2000.0\n", ""),
+            "temperature = 360.0",
+            "collider's temperature needs heat",
+        ),
+        (
+            SMALL.replace(
+                "[[300.0, 1.0], [350.0, 0.5]]",
+                "[[350.0, 1.0], [300.0, 0.5]]",
+            ),
+            "softening",
+            "must increase",
+        ),
+        (
+            SMALL.replace("conductivity = 2e5", "conductivity = -5.0"),
+            "conductivity = -5.0",
+            "conductivity = -5",
+        ),
+        (
+            SMALL.replace("bulk = 1e4\n", "bulk = 1e4\nsoftening = [[300.0, 0.5]]\n"),
+            "softening",
+            "shear modulus",
+        ),
+        (
+            SMALL.replace(
+                "png = false",
+                "png = false\ncolor = \"temperature\"\ncolor_range = [400.0, 300.0]",
+            ),
+            "color_range",
+            "expected finite low < high",
+        ),
+    ];
+    for (text, key_line, says) in cases {
+        let e = error_of(&text);
+        let line = line_starting(&text, key_line);
+        assert!(
+            e.starts_with(&format!("test.toml:{line}:")),
+            "`{key_line}`: expected line {line}: {e}"
+        );
+        assert!(e.contains(says), "`{key_line}`: {e}");
+    }
+    let text = no_heat
+        .replace("conductivity = 5e5\n", "")
+        .replace("conductivity = 2e5\n", "")
+        .replace("specific_heat = 2000.0\n", "")
+        .replace("temperature = 360.0\n", "")
+        .replace("png = false", "png = false\ncolor = \"temperature\"");
+    let e = error_of(&text);
+    assert!(e.contains("color = \"temperature\" needs heat"), "{e}");
+    // A fixed step too long for the conduction: the material's line.
+    let text = SMALL.replace("conductivity = 5e5", "conductivity = 1e8");
+    let e = match Scene::parse("test.toml", &text)
+        .expect("scene")
+        .build::<mpm::core::solver::D2, 2>(&mpm::backend::cpu())
+    {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a step above the conduction bound was accepted"),
+    };
+    assert!(e.contains("stable conduction step"), "{e}");
 }
 
 #[test]

@@ -421,7 +421,7 @@ impl Thermal {
         }
         if curve.len() > Self::MAX_POINTS {
             return bad(format!(
-                "softening has {} points, at most {} are allowed",
+                "`softening` has {} points, at most {} are allowed",
                 curve.len(),
                 Self::MAX_POINTS
             ));
@@ -431,21 +431,23 @@ impl Thermal {
             .find(|(t, s)| !t.is_finite() || !Range::NON_NEGATIVE.contains(*s))
         {
             return bad(format!(
-                "softening point ({t}, {s}): the temperature must be finite, the scale finite                  and >= 0"
+                "`softening` point ({t}, {s}): the temperature must be finite, the scale \
+                 finite and >= 0"
             ));
         }
         if curve.windows(2).any(|w| w[1].0 <= w[0].0) {
             return bad(format!(
-                "softening temperatures {:?} must increase",
+                "`softening` temperatures {:?} must increase",
                 curve.iter().map(|p| p.0).collect::<Vec<_>>()
             ));
         }
         match material {
             Material::Water { .. } | Material::User { .. } => bad(
-                "softening scales the shear modulus, which this material does not have".to_string(),
+                "`softening` scales the shear modulus, which this material does not have"
+                    .to_string(),
             ),
             Material::Sand { .. } if curve.iter().any(|p| p.1 <= 0.0) => {
-                bad("sand cannot melt: its softening scales must stay above 0".to_string())
+                bad("sand cannot melt: its `softening` scales must stay above 0".to_string())
             }
             _ => Ok(()),
         }
