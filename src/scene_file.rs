@@ -880,8 +880,9 @@ impl Scene {
         }
         if let Some([low, high]) = self.output.color_range {
             let good = match self.output.color {
+                ColorBy::Material => false,
                 ColorBy::Speed => low == 0.0 && high.is_finite() && high > 0.0,
-                _ => low.is_finite() && high.is_finite() && high > low,
+                ColorBy::Temperature => low.is_finite() && high.is_finite() && high > low,
             };
             if !good {
                 let output = Table {
@@ -894,7 +895,7 @@ impl Scene {
                     "color_range",
                     format!(
                         "[output] color_range = [{low}, {high}]: expected finite low < high \
-                         (from 0 for speeds)"
+                         (from 0 for speeds), with color = \"speed\" or \"temperature\""
                     ),
                 ));
             }
