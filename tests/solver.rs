@@ -1404,6 +1404,7 @@ fn profiles_name_each_loop(b: &BackendRef) {
             "clear",
             "p2g",
             "grid_update",
+            "conduct",
             "g2p_stress",
             "f_bar_scatter",
             "f_bar_stress"
