@@ -878,6 +878,11 @@ impl Scene {
                 .validate()
                 .map_err(|e| at_mentioned(t, format!("collider {}: {e}", i + 1)))?;
         }
+        let output = Table {
+            name: "output",
+            index: None,
+            start: 0,
+        };
         if let Some([low, high]) = self.output.color_range {
             let good = match self.output.color {
                 ColorBy::Material => false,
@@ -885,11 +890,6 @@ impl Scene {
                 ColorBy::Temperature => low.is_finite() && high.is_finite() && high > low,
             };
             if !good {
-                let output = Table {
-                    name: "output",
-                    index: None,
-                    start: 0,
-                };
                 return Err(at(
                     output,
                     "color_range",
@@ -901,11 +901,6 @@ impl Scene {
             }
         }
         if self.output.color == ColorBy::Temperature && s.heat.is_none() {
-            let output = Table {
-                name: "output",
-                index: None,
-                start: 0,
-            };
             return Err(at(
                 output,
                 "color",
@@ -914,11 +909,6 @@ impl Scene {
             ));
         }
         if self.output.image_size < 16 || self.output.image_size > 8192 {
-            let output = Table {
-                name: "output",
-                index: None,
-                start: 0,
-            };
             return Err(at(
                 output,
                 "image_size",

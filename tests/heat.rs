@@ -99,6 +99,13 @@ fn worst(profile: &[(f64, f64)], exact: impl Fn(f64) -> f64) -> (f64, f64) {
         .fold((0.0, 0.0), |a, b| if b.0 > a.0 { b } else { a })
 }
 
+/// The lowest and highest temperature of a profile.
+fn extremes(profile: &[(f64, f64)]) -> (f64, f64) {
+    profile
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(l, h), q| (l.min(q.1), h.max(q.1)))
+}
+
 fn run_to(s: &mut Solver2, t: f64) {
     while s.time() < t - 1e-9 {
         s.substep().expect("substep");
@@ -133,9 +140,7 @@ fn two_slabs(b: &BackendRef, what: &str) {
             "{what}: two slabs at sqrt(alpha t) = {cells} cells: {err:.2} K off the erf \
              solution at x = {at:.3} (2 K allowed)"
         );
-        let (low, high) = p
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(l, h), q| (l.min(q.1), h.max(q.1)));
+        let (low, high) = extremes(&p);
         assert!(
             low > 250.0 - 1e-3 && high < 350.0 + 1e-3,
             "{what}: temperatures from {low} to {high} K leave the range 250..350 K"
@@ -172,9 +177,7 @@ fn held_surface(s: &mut Solver2, boundary: f64, what: &str) -> f64 {
         );
         out = out.max(err);
         // Nothing heats beyond the source or cools below the start.
-        let (low, high) = p
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(l, h), q| (l.min(q.1), h.max(q.1)));
+        let (low, high) = extremes(&p);
         assert!(
             low > 300.0 - 1e-3 && high < 400.0 + 1e-3,
             "{what}: temperatures from {low} to {high} K leave the range 300..400 K"
