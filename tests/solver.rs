@@ -1402,9 +1402,13 @@ fn profiles_name_each_loop(b: &BackendRef) {
         [
             "speeds",
             "clear",
+            "heat_clear",
             "p2g",
+            "heat_p2g",
             "grid_update",
+            "heat_nodes",
             "conduct",
+            "heat_g2p",
             "g2p_stress",
             "f_bar_scatter",
             "f_bar_stress"

@@ -273,11 +273,11 @@ macro_rules! substep {
         /// and counted in `status[4]`; a non-finite or too fast one is reported in
         /// `status[0..4]`.
         ///
-        /// With heat (`heat_count` = `count`, else 0; see `Heat`) P2G also scatters heat
-        /// capacity and energy into `grid_heat`, the `'conduct` loop each particle's
-        /// conduction into `grid_q`, the grid update turns both into the nodes'
-        /// temperatures before and after the step, and G2P adds their change to the
-        /// particles'. `table` holds `MATERIAL_ROWS` rows per material (see
+        /// With heat (`heat_count` = `count`, else 0; see `Heat`) `'heat_p2g` scatters heat
+        /// capacity and energy into `grid_heat`, the grid update turns them into the nodes'
+        /// temperatures (held where walls and colliders hold them), `'conduct` scatters each
+        /// particle's conduction into `grid_q`, and `'heat_g2p` gives the particles their
+        /// nodes' change. `table` holds `MATERIAL_ROWS` rows per material (see
         /// `MaterialTable`); the softening curve scales `mu` when `soften`.
         #[kernel]
         pub fn $substep(
@@ -338,6 +338,11 @@ macro_rules! substep {
                 if f_bar_count > 0 {
                     grid_j[cell] = Vec2::ZERO;
                 }
+            }
+            // Heat has loops of its own, so that the others bind no heat field when it is
+            // off (each field a loop uses costs every invocation a view in registers); off,
+            // `grid_heat` is a single cell.
+            'heat_clear: for cell in grid_heat.active() {
                 if heat_count > 0 {
                     grid_heat[cell] = Vec2::ZERO;
                     grid_q[cell] = 0.0;
@@ -354,12 +359,6 @@ macro_rules! substep {
                     let apic = m * c[p];
                     let affine = (-dt * vol[p] * dinv) * tau[p] + apic;
                     let momentum = m * v[p];
-                    // (m c, m c T)
-                    let mut heat = Vec2::ZERO;
-                    if heat_count > 0 {
-                        let capacity = m * table[id * MATERIAL_ROWS + 2].z;
-                        heat = vec2(capacity, capacity * temperature[p]);
-                    }
                     for i in 0..support {
                         for k in 0..support {
                             for l in 0..depth {
@@ -371,9 +370,23 @@ macro_rules! substep {
                                 if flip > 0.0 {
                                     grid_v0[base + o] += weight * (momentum + apic * dpos);
                                 }
-                                if heat_count > 0 {
-                                    grid_heat[base + o] += weight * heat;
-                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // Heat capacity and energy, `(m c, m c T)`.
+            'heat_p2g: for p in 0..heat_count {
+                let id = material[p];
+                if id >= 0 {
+                    let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                    let capacity = mass[p] * table[id * MATERIAL_ROWS + 2].z;
+                    let heat = vec2(capacity, capacity * temperature[p]);
+                    for i in 0..support {
+                        for k in 0..support {
+                            for l in 0..depth {
+                                let o = offset(i, k, l);
+                                grid_heat[base + o] += (w[0][i] * w[1][k] * w[2][l]) * heat;
                             }
                         }
                     }
@@ -385,10 +398,6 @@ macro_rules! substep {
                     // Implicit damping: unconditionally stable, and zero at rest.
                     let mut gv = (grid_v[cell] / m + dt * gravity) / (1.0 + dt * damping);
                     let xn = to_vec(cell) * dx;
-                    // Fixed temperatures of the walls and colliders the node lies in (a
-                    // held collider wins over the walls, the last one over the others).
-                    let mut held = wall_heat.x > 0.0 && in_walls(cell, res, wall_thickness);
-                    let mut held_at = wall_heat.y;
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
                         let head = colliders[r];
@@ -437,26 +446,68 @@ macro_rules! substep {
                             );
                             gv = boundary(gv, n, vc, head.y as i32, head.z);
                         }
-                        if colliders[r + 4].w > 0.0 && phi <= HEAT_REACH * dx {
-                            held = true;
-                            held_at = colliders[r + 3].w;
-                        }
                     }
                     gv = walls(cell, gv, res, wall_thickness, wall_condition, wall_friction);
                     grid_v[cell] = gv;
                     if flip > 0.0 {
                         grid_v0[cell] = grid_v0[cell] / m;
                     }
-                    // The node's heat capacity and temperature; a held node has none of its
-                    // own (an infinite reservoir at its temperature).
-                    if heat_count > 0 {
-                        let node = grid_heat[cell];
-                        let mut out = vec2(node.x, node.y / node.x);
-                        if held {
-                            out = vec2(0.0, held_at);
-                        }
-                        grid_heat[cell] = out;
+                }
+            }
+            // Each node's heat capacity and temperature; a node that a wall or collider holds
+            // has no capacity of its own (an infinite reservoir at its temperature). A held
+            // collider wins over the walls, the last one over the others.
+            'heat_nodes: for cell in grid_heat.active() {
+                let node = grid_heat[cell];
+                if heat_count > 0 && node.x > 0.0 {
+                    let xn = to_vec(cell) * dx;
+                    let mut out = vec2(node.x, node.y / node.x);
+                    if wall_heat.x > 0.0 && in_walls(cell, res, wall_thickness) {
+                        out = vec2(0.0, wall_heat.y);
                     }
+                    for k in 0..n_colliders {
+                        let r = k * COLLIDER_ROWS;
+                        let head = colliders[r];
+                        if colliders[r + 4].w > 0.0 {
+                            // As in the grid update, without the normal.
+                            let mut within = false;
+                            let mut sampled = 0.0;
+                            if head.x as i32 == SDF {
+                                let rotation =
+                                    frame(colliders[r + 5], colliders[r + 6], colliders[r + 7]);
+                                let (local, inside) = sdf_local(
+                                    xn,
+                                    colliders[r + 1],
+                                    colliders[r + 2],
+                                    rotation,
+                                    colliders[r + 8],
+                                );
+                                within = inside;
+                                if within {
+                                    for corner in 0..CORNERS {
+                                        let value =
+                                            sdf[sdf_index(local, corner, colliders[r + 8], head.w)];
+                                        let (weight, _slope) =
+                                            sdf_corner(local, corner, colliders[r + 2].w);
+                                        sampled += weight * value;
+                                    }
+                                }
+                            }
+                            let (phi, _n) = collider_distance(
+                                xn,
+                                head,
+                                colliders[r + 1],
+                                colliders[r + 2],
+                                within,
+                                sampled,
+                                Vec::ZERO,
+                            );
+                            if phi <= HEAT_REACH * dx {
+                                out = vec2(0.0, colliders[r + 3].w);
+                            }
+                        }
+                    }
+                    grid_heat[cell] = out;
                 }
             }
             // Conduction: the particle's temperature gradient from its nodes' temperatures,
@@ -492,6 +543,37 @@ macro_rules! substep {
                     }
                 }
             }
+            // The particle's temperature takes its nodes' change, as FLIP takes the velocity's,
+            // and relaxes towards their temperature at the rate of `SUBGRID_CONDUCTION` (see
+            // `Heat`).
+            'heat_g2p: for p in 0..heat_count {
+                let id = material[p];
+                if id >= 0 {
+                    let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                    // The nodes' temperature change per unit `dt`, their temperature before.
+                    let mut warming = 0.0;
+                    let mut smooth = 0.0;
+                    for i in 0..support {
+                        for k in 0..support {
+                            for l in 0..depth {
+                                let o = offset(i, k, l);
+                                let weight = w[0][i] * w[1][k] * w[2][l];
+                                let node = grid_heat[base + o];
+                                smooth += weight * node.y;
+                                if node.x > 0.0 {
+                                    warming += weight * grid_q[base + o] / node.x;
+                                }
+                            }
+                        }
+                    }
+                    let r = id * MATERIAL_ROWS;
+                    let heat = table[r + 2];
+                    let diffusivity = heat.y / (table[r].z * heat.z);
+                    let relax = 1.0 - exp(-SUBGRID_CONDUCTION * diffusivity * dt * inv_dx * inv_dx);
+                    let t = temperature[p];
+                    temperature[p] = t + dt * warming - relax * (t - smooth);
+                }
+            }
             'g2p_stress: for p in 0..count {
                 let id = material[p];
                 if id >= 0 {
@@ -502,10 +584,6 @@ macro_rules! substep {
                     let mut v_pic = Vec::ZERO;
                     let mut v_change = Vec::ZERO;
                     let mut b = Mat::ZERO;
-                    // Heat: the nodes' temperature change over the step (per unit `dt`) and
-                    // their temperature before it.
-                    let mut warming = 0.0;
-                    let mut smooth = 0.0;
                     for i in 0..support {
                         for k in 0..support {
                             for l in 0..depth {
@@ -517,13 +595,6 @@ macro_rules! substep {
                                 b += weight * outer(g, dpos);
                                 if flip > 0.0 {
                                     v_change += weight * (g - grid_v0[base + o]);
-                                }
-                                if heat_count > 0 {
-                                    let node = grid_heat[base + o];
-                                    smooth += weight * node.y;
-                                    if node.x > 0.0 {
-                                        warming += weight * grid_q[base + o] / node.x;
-                                    }
                                 }
                             }
                         }
@@ -597,24 +668,11 @@ macro_rules! substep {
                     let mut trial = grad_u[p] + dt_c + dt_c * grad_u[p];
                     let r = id * MATERIAL_ROWS;
                     let kind = table[r + 2].x as i32;
-                    // The particle's temperature takes its nodes' change, as FLIP takes the
-                    // velocity's, and relaxes towards their temperature at the rate of
-                    // `SUBGRID_CONDUCTION` (see `Heat`); its shear modulus takes the
-                    // material's scale there, and molten it keeps only its volume.
-                    let mut new_temperature = 0.0;
-                    if heat_count > 0 || soften {
-                        new_temperature = temperature[p];
-                    }
-                    if heat_count > 0 {
-                        let heat = table[r + 2];
-                        let diffusivity = heat.y / (table[r].z * heat.z);
-                        let relax =
-                            1.0 - exp(-SUBGRID_CONDUCTION * diffusivity * dt * inv_dx * inv_dx);
-                        new_temperature += dt * warming - relax * (new_temperature - smooth);
-                    }
+                    // The shear modulus takes the material's scale at the particle's
+                    // temperature; molten, the particle keeps only its volume.
                     let mut e = table[r];
                     if soften {
-                        e.x *= softening(new_temperature, table[r + 3], table[r + 4]);
+                        e.x *= softening(temperature[p], table[r + 3], table[r + 4]);
                         if e.x <= 0.0 {
                             let dj = materials::volume_change(trial);
                             trial = Mat::from_diagonal(Vec::splat(materials::root_change(dj)));
@@ -694,9 +752,6 @@ macro_rules! substep {
                     grad_u[p] = h_new;
                     tau[p] = tau_new;
                     jp[p] = jp_new;
-                    if heat_count > 0 {
-                        temperature[p] = new_temperature;
-                    }
                 }
             }
             // F-bar (see `Settings::f_bar`; `f_bar_count` is `count` with it, else 0): the
