@@ -406,6 +406,19 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
                 t.truncate(n);
                 t
             }
+            Colouring::Damage => {
+                // A brittle particle's `jp` is its integrity.
+                let jp = self.solver.particles.jp.download()?;
+                let table = &self.solver.materials;
+                materials
+                    .iter()
+                    .zip(jp)
+                    .map(|(&id, jp)| match table.get(MaterialId(id)) {
+                        Some(Material::Brittle { .. }) => 1.0 - jp,
+                        _ => 0.0,
+                    })
+                    .collect()
+            }
         };
         let size = output.image_size;
         let picture = if D == 2 {

@@ -1,5 +1,5 @@
 //! Images of particle sets: 2D dots in the unit square and 3D splats seen through an orbit
-//! camera, coloured by material, speed or temperature.
+//! camera, coloured by material, speed, temperature or damage.
 
 use std::path::Path;
 
@@ -44,6 +44,8 @@ pub enum Colouring {
     /// Viridis from the cold end of `range` (dark purple) to its hot end (yellow); `None`
     /// takes the frame's 1st and 99th percentiles of temperature.
     Temperature { range: Option<(f32, f32)> },
+    /// Viridis over a brittle particle's damage, 0 (intact) to 1 (broken).
+    Damage,
 }
 
 impl Colouring {
@@ -64,6 +66,7 @@ impl From<&crate::scene_file::Output> for Colouring {
             ColorBy::Temperature => Colouring::Temperature {
                 range: o.color_range.map(|r| (r[0], r[1])),
             },
+            ColorBy::Damage => Colouring::Damage,
         }
     }
 }
@@ -129,6 +132,7 @@ impl<'a> Painter<'a> {
                     (a, if b > a { b } else { a + 1.0 })
                 }
             },
+            Colouring::Damage => (0.0, 1.0),
         };
         Painter::Values {
             values,

@@ -542,6 +542,8 @@ pub enum ColorBy {
     Speed,
     /// Needs `heat` on.
     Temperature,
+    /// Brittle materials' damage (0 elsewhere).
+    Damage,
 }
 
 /// 1-based line and column of a byte offset.
@@ -885,7 +887,7 @@ impl Scene {
         };
         if let Some([low, high]) = self.output.color_range {
             let good = match self.output.color {
-                ColorBy::Material => false,
+                ColorBy::Material | ColorBy::Damage => false,
                 ColorBy::Speed => low == 0.0 && high.is_finite() && high > 0.0,
                 ColorBy::Temperature => low.is_finite() && high.is_finite() && high > low,
             };

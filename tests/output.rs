@@ -587,6 +587,9 @@ fn temperature_colouring_runs_cold_to_hot() {
     let range = Some((250.0, 400.0));
     let c = render::particle_colours(&[325.0, 100.0], &[], Colouring::Temperature { range });
     assert_eq!(c, vec![render::colormap(0.5), render::colormap(0.0)]);
+    // Damage runs from intact (0) to broken (1).
+    let c = render::particle_colours(&[0.0, 1.0], &[], Colouring::Damage);
+    assert_eq!(c, vec![render::colormap(0.0), render::colormap(1.0)]);
     // A uniform frame does not divide by zero: it sits at the cold end.
     let c = render::particle_colours(&[300.0; 3], &[], Colouring::Temperature { range: None });
     assert_eq!(c, vec![render::colormap(0.0); 3]);

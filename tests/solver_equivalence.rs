@@ -33,7 +33,7 @@ struct Scene {
     steps: usize,
 }
 
-fn materials() -> [Material; 5] {
+fn materials() -> [Material; 6] {
     [
         Material::Water {
             density: 1000.0,
@@ -61,6 +61,13 @@ fn materials() -> [Material; 5] {
             hardening: 10.0,
         },
         Material::sand(),
+        Material::Brittle {
+            density: 1200.0,
+            youngs: 5e4,
+            poisson: 0.25,
+            strength: 200.0,
+            fracture_energy: 0.01,
+        },
     ]
 }
 
@@ -80,7 +87,7 @@ fn scene() -> impl Strategy<Value = Scene> {
         }),
     ];
     let block = (
-        0usize..5,
+        0usize..6,
         [4u32..20, 4u32..20, 4u32..20],
         [-1.0f32..1.0, -1.0f32..1.0, -1.0f32..1.0],
     );

@@ -51,6 +51,7 @@ macro_rules! material_table {
     ($($consumer:ident)::+) => {
         $($consumer)::+! {
             models {
+                brittle = "brittle.rs",
                 elastic = "elastic.rs",
                 sand = "sand.rs",
                 snow = "snow.rs",
@@ -78,7 +79,7 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = (0.0, 0.0);
-                    row(_dimension) = [bulk, gamma, viscosity, f32::from(u8::from(free_surface))];
+                    row(_dimension, _cell) = [bulk, gamma, viscosity, f32::from(u8::from(free_surface))];
                     energy(_f, j, _jp, _mu, _lambda) = energy::tait(j, bulk.into(), gamma.into());
                 }
                 update(h, c, _tau, jp, _mu, _lambda, row) {
@@ -109,7 +110,7 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = lame(youngs, poisson);
-                    row(_dimension) = [0.0; 4];
+                    row(_dimension, _cell) = [0.0; 4];
                     energy(f, j, _jp, mu, lambda) = energy::neo_hookean(f, j, mu, lambda);
                 }
                 update(h, _c, _tau, jp, mu, lambda, _row) {
@@ -129,7 +130,7 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = lame(youngs, poisson);
-                    row(_dimension) = [0.0; 4];
+                    row(_dimension, _cell) = [0.0; 4];
                     energy(f, j, _jp, mu, lambda) = energy::fixed_corotated(f, j, mu, lambda);
                 }
                 update(h, _c, _tau, jp, mu, lambda, _row) {
@@ -137,6 +138,44 @@ macro_rules! material_table {
                 }
                 modulus(h, _tau, _jp, mu, lambda, _row) {
                     fixed_corotated_modulus(h, mu, lambda)
+                }
+            }
+
+            /// A brittle solid: fixed corotated until its largest principal stress reaches
+            /// `strength`, then cracking with exponential softening whose crack band (one
+            /// cell wide) dissipates `fracture_energy` per unit crack area (see
+            /// `brittle.rs`). The particle's `jp` holds its integrity, 1 - damage.
+            Brittle(brittle = 6) {
+                params {
+                    density: f32 = 1000.0, Range::POSITIVE;
+                    youngs: f32 = 1e5, Range::POSITIVE;
+                    poisson: f32 = 0.3, Range::POISSON;
+                    /// Tensile strength, Pa.
+                    strength: f32 = 1e3, Range::POSITIVE;
+                    /// J/m^2 (J/m in 2D): the work that opens a unit area of crack.
+                    fracture_energy: f32 = 10.0, Range::POSITIVE;
+                }
+                properties {
+                    lame = lame(youngs, poisson);
+                    row(_dimension, cell) = {
+                        // A band one cell wide dissipates G_f / cell per volume: the area
+                        // under the law, strength (onset / 2 + soft).
+                        let onset = strength / youngs;
+                        let soft = fracture_energy / (cell * strength) - 0.5 * onset;
+                        [strength, youngs, soft, 0.0]
+                    };
+                    // Intact (jp = 1) exact; a damaged particle's energy scaled by its
+                    // integrity (the tensile part alone is degraded: an estimate).
+                    energy(f, j, jp, mu, lambda) = jp * energy::fixed_corotated(f, j, mu, lambda);
+                }
+                update(h, _c, _tau, jp, mu, lambda, row) {
+                    brittle_update(h, jp, mu, lambda, row)
+                }
+                modulus(h, _tau, jp, mu, lambda, _row) {
+                    // The intact modulus weighted by the integrity, and the rest modulus for
+                    // the compression a crack keeps: a broken particle may be stretched far
+                    // without stress, which the intact modulus would read as a fast wave.
+                    jp * fixed_corotated_modulus(h, mu, lambda) + (1.0 - jp) * (lambda + 2.0 * mu)
                 }
             }
 
@@ -156,7 +195,7 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = lame(youngs, poisson);
-                    row(_dimension) = [theta_c, theta_s, hardening, 0.0];
+                    row(_dimension, _cell) = [theta_c, theta_s, hardening, 0.0];
                     energy(f, j, jp, mu, lambda) = {
                         let hard = (f64::from(hardening) * (1.0 - jp)).exp();
                         energy::fixed_corotated(f, j, mu * hard, lambda * hard)
@@ -187,7 +226,7 @@ macro_rules! material_table {
                 }
                 properties {
                     lame = lame(youngs, poisson);
-                    row(dimension) = {
+                    row(dimension, _cell) = {
                         let phi = friction_angle.to_radians();
                         let alpha = if dimension == 2 {
                             dim2::drucker_prager_alpha(phi)

@@ -138,7 +138,7 @@ macro_rules! define_materials {
             )*}
             properties {
                 lame = $lame:expr;
-                row($dimension:ident) = $row:expr;
+                row($dimension:ident, $cell:ident) = $row:expr;
                 energy($f:ident, $j:ident, $jp:ident, $mu:ident, $lambda:ident) = $energy:expr;
             }
             update $($update:tt)*
@@ -284,28 +284,30 @@ macro_rules! define_materials {
             /// (`materials::dim3::wave_modulus`).
             pub fn wave_speed(&self) -> f32 {
                 let (mu, lambda) = self.lame();
-                let (kind, row) = self.kind_and_row(3);
+                // A row's cell-size dependent entries (the crack band) leave it alone.
+                let (kind, row) = self.kind_and_row(3, 1.0);
                 let lame = Vec4::new(mu, lambda, 0.0, 0.0);
                 let modulus =
                     dim3::wave_modulus(kind, Mat3::ZERO, Mat3::ZERO, 1.0, lame, row);
                 (modulus / self.density()).sqrt()
             }
 
-            /// The material's kind and the rows the kernels read in `dimension`:
-            /// `(mu, lambda, density, wave speed)` and the model's own.
-            fn rows(&self, dimension: usize) -> (i32, Vec4, Vec4) {
+            /// The material's kind and the rows the kernels read in `dimension` on cells of
+            /// size `cell`: `(mu, lambda, density, wave speed)` and the model's own.
+            fn rows(&self, dimension: usize, cell: f32) -> (i32, Vec4, Vec4) {
                 let (mu, lambda) = self.lame();
                 let elastic = Vec4::new(mu, lambda, self.density(), self.wave_speed());
-                let (kind, row) = self.kind_and_row(dimension);
+                let (kind, row) = self.kind_and_row(dimension, cell);
                 (kind, elastic, row)
             }
 
-            /// The material's kind and its model's row in `dimension`.
+            /// The material's kind and its model's row in `dimension` on cells of size
+            /// `cell`.
             #[allow(unused_variables)]
-            fn kind_and_row(&self, dimension: usize) -> (i32, Vec4) {
+            fn kind_and_row(&self, dimension: usize, cell: f32) -> (i32, Vec4) {
                 let (kind, row): (i32, [f32; 4]) = match *self {
                     $(Material::$variant { $($param,)* } => {
-                        let $dimension = dimension;
+                        let ($dimension, $cell) = (dimension, cell);
                         ($kind, $row)
                     })*
                     Material::User { params, .. } => (USER_KIND, params),
@@ -489,6 +491,8 @@ pub struct MaterialTable {
     pub thermal: Vec<Thermal>,
     /// 2 or 3: sand's cone coefficient depends on it.
     dimension: usize,
+    /// The grid's cell size: a brittle material's crack band is a cell wide.
+    cell: f32,
     pub rows: Field<Vec4>,
 }
 
@@ -496,11 +500,12 @@ pub struct MaterialTable {
 pub const MAX_MATERIALS: usize = 64;
 
 impl MaterialTable {
-    pub fn new(backend: &BackendRef, dimension: usize) -> Result<Self> {
+    pub fn new(backend: &BackendRef, dimension: usize, cell: f32) -> Result<Self> {
         Ok(MaterialTable {
             materials: Vec::new(),
             thermal: Vec::new(),
             dimension,
+            cell,
             rows: Field::new(backend, [(MAX_MATERIALS * MATERIAL_ROWS) as u32])?,
         })
     }
@@ -556,7 +561,7 @@ impl MaterialTable {
     fn upload(&mut self) -> Result<()> {
         let mut rows = vec![Vec4::ZERO; MAX_MATERIALS * MATERIAL_ROWS];
         for (i, (m, t)) in self.materials.iter().zip(&self.thermal).enumerate() {
-            let (kind, elastic, params) = m.rows(self.dimension);
+            let (kind, elastic, params) = m.rows(self.dimension, self.cell);
             let [temperatures, scales] = t.curve_rows();
             let heat = Vec4::new(kind as f32, t.conductivity, t.specific_heat, 0.0);
             rows[MATERIAL_ROWS * i..MATERIAL_ROWS * (i + 1)].copy_from_slice(&[
@@ -632,8 +637,13 @@ mod tests {
     fn every_entrys_stress_derives_from_its_energy() {
         // The kernels' update, reached through the kind the host writes in the table, is the
         // derivative of the energy the report uses: tau = (d psi / dF) F^T.
-        let jp = 0.97f32; // hardens snow, which must show in both
         for m in presets() {
+            // Hardens snow, which must show in both; a brittle particle's jp is its
+            // integrity: intact.
+            let jp = match m {
+                Material::Brittle { .. } => 1.0f32,
+                _ => 0.97,
+            };
             let h = elastic_deformation(&m);
             let close = |got: DMat3, want: DMat3, what: &str| {
                 let scale = want
@@ -651,7 +661,7 @@ mod tests {
                 );
             };
 
-            let (kind, elastic, row) = m.rows(3);
+            let (kind, elastic, row) = m.rows(3, 0.01);
             let (h3, tau3, jp3) =
                 dim3::constitutive(kind, h, Mat3::ZERO, Mat3::ZERO, jp, elastic, row);
             assert_eq!(jp3, jp, "{}: no plastic flow expected", m.name());
@@ -660,7 +670,7 @@ mod tests {
 
             // 2D: the energy of the gradient padded with F_zz = 1.
             let h2 = Mat2::from_cols(h.x_axis.truncate(), h.y_axis.truncate());
-            let (kind, elastic, row) = m.rows(2);
+            let (kind, elastic, row) = m.rows(2, 0.01);
             let (h2_new, tau2, _) =
                 dim2::constitutive(kind, h2, Mat2::ZERO, Mat2::ZERO, jp, elastic, row);
             let padded = DMat3::from_cols(
@@ -682,7 +692,7 @@ mod tests {
     fn presets_are_valid_and_distinct() {
         let presets = presets();
         assert_eq!(presets.len(), Material::models().len());
-        let mut kinds: Vec<i32> = presets.iter().map(|m| m.rows(3).0).collect();
+        let mut kinds: Vec<i32> = presets.iter().map(|m| m.rows(3, 0.01).0).collect();
         kinds.push(USER_KIND);
         kinds.sort_unstable();
         kinds.dedup();

@@ -453,7 +453,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         Ok(Solver {
             grid: Grid::new(backend, &settings)?,
             particles: Particles::new(backend, 1024)?,
-            materials: MaterialTable::new(backend, D)?,
+            materials: MaterialTable::new(backend, D, settings.dx)?,
             colliders: Vec::new(),
             collider_table: Field::new(
                 backend,
