@@ -16,7 +16,8 @@ pub struct Particles<V: Elem, M: Elem> {
     pub grad_u: Field<M>,
     /// Kirchhoff stress, written after each substep and read by the next P2G.
     pub tau: Field<M>,
-    /// Plastic volume ratio (snow hardening).
+    /// The model's scalar state, 1 at the start: snow's plastic volume ratio (hardening), a
+    /// brittle particle's integrity (1 - damage).
     pub jp: Field<f32>,
     pub mass: Field<f32>,
     /// Initial volume.
