@@ -38,6 +38,11 @@ pub const COLLIDER_ROWS: i32 = 9;
 /// wave speed)`, the model's own row, `(kind, conductivity, specific heat, -)`, the
 /// softening curve's temperatures and its scales.
 pub const MATERIAL_ROWS: i32 = 5;
+/// Offsets of those rows.
+pub const ELASTIC_ROW: i32 = 0;
+pub const MODEL_ROW: i32 = 1;
+pub const HEAT_ROW: i32 = 2;
+pub const CURVE_ROWS: i32 = 3;
 
 /// The rate, in units of `alpha / dx^2`, at which a particle's temperature relaxes towards
 /// its nodes' (see `Heat` for the choice).

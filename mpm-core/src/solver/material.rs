@@ -8,8 +8,8 @@ use std::fmt;
 
 use glam::{DMat3, Mat3, Vec4};
 
-use super::energy;
 use super::error::{Result, SolverError};
+use super::{energy, kernels};
 use crate::materials::{dim2, dim3, lame, material_table, USER_KIND};
 use crate::{BackendRef, Field};
 
@@ -475,7 +475,7 @@ impl Thermal {
 }
 
 /// Rows per material in the device table.
-const MATERIAL_ROWS: usize = super::kernels::MATERIAL_ROWS as usize;
+const MATERIAL_ROWS: usize = kernels::MATERIAL_ROWS as usize;
 
 /// The index of a material in a solver's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -564,13 +564,12 @@ impl MaterialTable {
             let (kind, elastic, params) = m.rows(self.dimension, self.cell);
             let [temperatures, scales] = t.curve_rows();
             let heat = Vec4::new(kind as f32, t.conductivity, t.specific_heat, 0.0);
-            rows[MATERIAL_ROWS * i..MATERIAL_ROWS * (i + 1)].copy_from_slice(&[
-                elastic,
-                params,
-                heat,
-                temperatures,
-                scales,
-            ]);
+            let row = |offset: i32| MATERIAL_ROWS * i + offset as usize;
+            rows[row(kernels::ELASTIC_ROW)] = elastic;
+            rows[row(kernels::MODEL_ROW)] = params;
+            rows[row(kernels::HEAT_ROW)] = heat;
+            rows[row(kernels::CURVE_ROWS)] = temperatures;
+            rows[row(kernels::CURVE_ROWS) + 1] = scales;
         }
         Ok(self.rows.upload(&rows)?)
     }

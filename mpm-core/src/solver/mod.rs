@@ -529,23 +529,25 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// Particles added afterwards start at its temperature. With heat on and a fixed time
     /// step, the step must be stable for the conduction.
     pub fn set_thermal(&mut self, material: MaterialId, thermal: Thermal) -> Result<()> {
-        let old = self.materials.thermal(material).cloned();
-        self.materials.set_thermal(material, thermal)?;
-        if let (TimeStep::Fixed(dt), Some(bound)) = (self.settings.time_step, self.heat_dt()) {
-            if dt > bound {
-                let name = self.materials.get(material).map(Material::name);
-                if let Some(old) = old {
-                    self.materials.set_thermal(material, old)?;
-                }
+        // The other materials' conduction was checked when they were set.
+        let fixed = match self.settings.time_step {
+            TimeStep::Fixed(dt) if self.settings.heat.is_some() => Some(dt),
+            _ => None,
+        };
+        if let (Some(dt), Some(m)) = (fixed, self.materials.get(material)) {
+            thermal.validate(m)?;
+            let alpha = thermal.diffusivity(m.density());
+            let bound = HEAT_STEP * self.settings.dx * self.settings.dx / alpha;
+            if alpha > 0.0 && dt > bound {
                 return Err(SolverError::InvalidParameter(format!(
                     "{} material's conductivity: the time step {dt} s exceeds the stable \
                      conduction step {bound:.3e} s ({HEAT_STEP} dx^2 / alpha); lower it or \
                      use an adaptive one",
-                    name.unwrap_or_default()
+                    m.name()
                 )));
             }
         }
-        Ok(())
+        self.materials.set_thermal(material, thermal)
     }
 
     /// The stable step of the conduction, `HEAT_STEP dx^2 / alpha` for the largest

@@ -11,8 +11,9 @@ use super::{
 };
 use crate::materials::{f_bar_applies, USER_KIND};
 use crate::solver::kernels::{
-    non_finite, speed_bucket, BOX, COLLIDER_ROWS, HEAT_REACH, MATERIAL_ROWS, NON_FINITE, PLANE,
-    SDF, SLIP, SPHERE, STICKY, SUBGRID_CONDUCTION, TOO_FAST,
+    non_finite, speed_bucket, BOX, COLLIDER_ROWS, CURVE_ROWS, ELASTIC_ROW, HEAT_REACH, HEAT_ROW,
+    MATERIAL_ROWS, MODEL_ROW, NON_FINITE, PLANE, SDF, SLIP, SPHERE, STICKY, SUBGRID_CONDUCTION,
+    TOO_FAST,
 };
 use crate::{func, kernel, Field};
 
@@ -181,6 +182,18 @@ pub fn softening(t: f32, temps: Vec4, scales: Vec4) -> f32 {
     s
 }
 
+/// A material's elastic row with its shear modulus scaled by its softening curve (`temps`,
+/// `scales`, see `softening`) at temperature `t`.
+#[func]
+pub fn softened(elastic: Vec4, t: f32, temps: Vec4, scales: Vec4) -> Vec4 {
+    vec4(
+        elastic.x * softening(t, temps, scales),
+        elastic.y,
+        elastic.z,
+        elastic.w,
+    )
+}
+
 /// Whether node `cell` lies in the domain walls (see `walls`).
 #[func]
 pub fn in_walls(cell: IVec, res: IVec, thickness: i32) -> bool {
@@ -274,7 +287,7 @@ macro_rules! substep {
         /// `status[0..4]`.
         ///
         /// With heat (`heat_count` = `count`, else 0; see `Heat`) `'heat_p2g` scatters heat
-        /// capacity and energy into `grid_heat`, the grid update turns them into the nodes'
+        /// capacity and energy into `grid_heat`, `'heat_nodes` turns them into the nodes'
         /// temperatures (held where walls and colliders hold them), `'conduct` scatters each
         /// particle's conduction into `grid_q`, and `'heat_g2p` gives the particles their
         /// nodes' change. `table` holds `MATERIAL_ROWS` rows per material (see
@@ -380,7 +393,7 @@ macro_rules! substep {
                 let id = material[p];
                 if id >= 0 {
                     let (base, _fx, w) = stencil(x[p] * inv_dx, support);
-                    let capacity = mass[p] * table[id * MATERIAL_ROWS + 2].z;
+                    let capacity = mass[p] * table[id * MATERIAL_ROWS + HEAT_ROW].z;
                     let heat = vec2(capacity, capacity * temperature[p]);
                     for i in 0..support {
                         for k in 0..support {
@@ -530,7 +543,8 @@ macro_rules! substep {
                         }
                     }
                     let volume = vol[p] * (1.0 + materials::volume_change(grad_u[p]));
-                    let flux = (-volume * table[id * MATERIAL_ROWS + 2].y * dinv * dinv) * gradient;
+                    let conductivity = table[id * MATERIAL_ROWS + HEAT_ROW].y;
+                    let flux = (-volume * conductivity * dinv * dinv) * gradient;
                     for i in 0..support {
                         for k in 0..support {
                             for l in 0..depth {
@@ -567,8 +581,8 @@ macro_rules! substep {
                         }
                     }
                     let r = id * MATERIAL_ROWS;
-                    let heat = table[r + 2];
-                    let diffusivity = heat.y / (table[r].z * heat.z);
+                    let heat = table[r + HEAT_ROW];
+                    let diffusivity = heat.y / (table[r + ELASTIC_ROW].z * heat.z);
                     let relax = 1.0 - exp(-SUBGRID_CONDUCTION * diffusivity * dt * inv_dx * inv_dx);
                     let t = temperature[p];
                     temperature[p] = t + dt * warming - relax * (t - smooth);
@@ -667,27 +681,33 @@ macro_rules! substep {
                     let dt_c = dt * new_c;
                     let mut trial = grad_u[p] + dt_c + dt_c * grad_u[p];
                     let r = id * MATERIAL_ROWS;
-                    let kind = table[r + 2].x as i32;
+                    let kind = table[r + HEAT_ROW].x as i32;
+                    let model = table[r + MODEL_ROW];
                     // The shear modulus takes the material's scale at the particle's
                     // temperature; molten, the particle keeps only its volume.
-                    let mut e = table[r];
+                    let mut e = table[r + ELASTIC_ROW];
                     if soften {
-                        e.x *= softening(temperature[p], table[r + 3], table[r + 4]);
+                        let curve = r + CURVE_ROWS;
+                        e = softened(e, temperature[p], table[curve], table[curve + 1]);
                         if e.x <= 0.0 {
                             let dj = materials::volume_change(trial);
                             trial = Mat::from_diagonal(Vec::splat(materials::root_change(dj)));
                         }
                     }
                     let (h_new, mut tau_new, jp_new) =
-                        materials::constitutive(kind, trial, new_c, tau[p], jp[p], e, table[r + 1]);
+                        materials::constitutive(kind, trial, new_c, tau[p], jp[p], e, model);
                     // Artificial bulk viscosity in compression (see `BulkViscosity`): Kirchhoff
                     // `J (-q I)` with `J rho = rho0`, the row's density.
                     let rate = trace(new_c);
                     let viscous = visc_linear + visc_quadratic > 0.0 && kind != USER_KIND;
                     if viscous {
-                        tau_new -=
-                            viscous_pressure(rate, table[r], dx, visc_linear, visc_quadratic)
-                                * Mat::IDENTITY;
+                        tau_new -= viscous_pressure(
+                            rate,
+                            table[r + ELASTIC_ROW],
+                            dx,
+                            visc_linear,
+                            visc_quadratic,
+                        ) * Mat::IDENTITY;
                     }
                     let speed2 = dot(new_v, new_v);
                     let mut why = 0;
@@ -725,15 +745,10 @@ macro_rules! substep {
                             // The fastest signal through this particle's cells (see
                             // `TimeStep::Adaptive`): its own speed plus its state's wave
                             // speed, widened by bulk viscosity to `Q + sqrt(Q^2 + c^2)`.
-                            let e = table[r];
-                            let modulus = materials::wave_modulus(
-                                kind,
-                                h_new,
-                                tau_new,
-                                jp_new,
-                                e,
-                                table[r + 1],
-                            );
+                            // The unsoftened row: a bound on the softened stiffness.
+                            let e = table[r + ELASTIC_ROW];
+                            let modulus =
+                                materials::wave_modulus(kind, h_new, tau_new, jp_new, e, model);
                             let wave = sqrt(max(modulus, 0.0) / e.z);
                             let mut signal = wave;
                             if viscous {
@@ -761,7 +776,7 @@ macro_rules! substep {
             // `F-bar = (J-bar / J)^(1/d) F`, while F itself evolves as before.
             'f_bar_scatter: for p in 0..f_bar_count {
                 let id = material[p];
-                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + 2].x as i32) {
+                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + HEAT_ROW].x as i32) {
                     let (base, _fx, w) = stencil(x[p] * inv_dx, support);
                     let share = vol[p] * vec2(materials::volume_change(grad_u[p]), 1.0);
                     for i in 0..support {
@@ -776,7 +791,7 @@ macro_rules! substep {
             }
             'f_bar_stress: for p in 0..f_bar_count {
                 let id = material[p];
-                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + 2].x as i32) {
+                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + HEAT_ROW].x as i32) {
                     let (base, _fx, w) = stencil(x[p] * inv_dx, support);
                     let mut dj_bar = 0.0;
                     for i in 0..support {
@@ -797,23 +812,24 @@ macro_rules! substep {
                     let grow = materials::root_change((dj_bar - dj) / (1.0 + dj));
                     let h_bar = h + grow * (Mat::IDENTITY + h);
                     let r = id * MATERIAL_ROWS;
-                    let mut e = table[r];
+                    let mut e = table[r + ELASTIC_ROW];
                     if soften {
-                        e.x *= softening(temperature[p], table[r + 3], table[r + 4]);
+                        let curve = r + CURVE_ROWS;
+                        e = softened(e, temperature[p], table[curve], table[curve + 1]);
                     }
                     let (_h, mut tau_bar, _jp) = materials::constitutive(
-                        table[r + 2].x as i32,
+                        table[r + HEAT_ROW].x as i32,
                         h_bar,
                         c[p],
                         tau[p],
                         jp[p],
                         e,
-                        table[r + 1],
+                        table[r + MODEL_ROW],
                     );
                     if visc_linear + visc_quadratic > 0.0 {
                         tau_bar -= viscous_pressure(
                             trace(c[p]),
-                            table[r],
+                            table[r + ELASTIC_ROW],
                             dx,
                             visc_linear,
                             visc_quadratic,
@@ -877,13 +893,15 @@ pub fn init_stress(
         let id = material[p];
         if id >= 0 {
             let r = id * MATERIAL_ROWS;
-            let mut e = table[r];
+            let mut e = table[r + ELASTIC_ROW];
             if soften {
-                e.x *= softening(temperature[p], table[r + 3], table[r + 4]);
+                let curve = r + CURVE_ROWS;
+                e = softened(e, temperature[p], table[curve], table[curve + 1]);
             }
-            let kind = table[r + 2].x as i32;
+            let kind = table[r + HEAT_ROW].x as i32;
+            let model = table[r + MODEL_ROW];
             let (h_new, tau_new, jp_new) =
-                materials::constitutive(kind, grad_u[p], c[p], tau[p], jp[p], e, table[r + 1]);
+                materials::constitutive(kind, grad_u[p], c[p], tau[p], jp[p], e, model);
             grad_u[p] = h_new;
             tau[p] = tau_new;
             jp[p] = jp_new;
