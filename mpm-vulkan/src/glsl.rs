@@ -60,19 +60,14 @@ pub fn field_binding(k: usize) -> u32 {
     1 + k as u32
 }
 
-/// Binding of the float view of field `k` (used by float atomics), given `n` fields.
-pub fn float_binding(k: usize, n: usize) -> u32 {
-    1 + (n + k) as u32
-}
-
 /// Binding of the structure buffer of tree `t`, given `n` fields.
 pub fn tree_binding(t: usize, n: usize) -> u32 {
-    1 + (2 * n + t) as u32
+    1 + (n + t) as u32
 }
 
 /// Binding of the active-block buffer of tree `t`, given `n` fields and `trees` trees.
 pub fn active_binding(t: usize, n: usize, trees: usize) -> u32 {
-    1 + (2 * n + trees + t) as u32
+    1 + (n + trees + t) as u32
 }
 
 /// Per loop of `kernel`: the tree whose active-block list drives it (an `active()` loop over
@@ -1397,11 +1392,15 @@ impl<'k> Printer<'k> {
                 field_binding(k)
             )
             .unwrap();
+            // The float view (for float atomics) aliases the word view's binding, which
+            // Vulkan allows for variables of one descriptor type ("Shader Resource Interface",
+            // DescriptorSet and Binding Assignment): a field costs one storage buffer of the
+            // device's per-shader limit, not two.
             if self.float_views[k] {
                 writeln!(
                     d,
                     "layout(set = 0, binding = {}, std430) buffer Field{k}F {{ float d[]; }} f{k}f;",
-                    float_binding(k, n)
+                    field_binding(k)
                 )
                 .unwrap();
             }

@@ -135,11 +135,7 @@ impl Runtime {
         let mut infos: Vec<(u32, [vk::DescriptorBufferInfo; 1])> =
             vec![(glsl::STATUS_BINDING, whole(self.status.buffer))];
         for (k, (b, _)) in bufs.iter().enumerate() {
-            let info = whole(*b);
-            infos.push((glsl::field_binding(k), info));
-            if kp.float_views[k] {
-                infos.push((glsl::float_binding(k, n), info));
-            }
+            infos.push((glsl::field_binding(k), whole(*b)));
         }
         let mut tree_bufs = Vec::with_capacity(trees.len());
         for (t, tree) in trees.iter().enumerate() {

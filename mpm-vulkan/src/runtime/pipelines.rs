@@ -23,7 +23,6 @@ pub(super) struct KernelPipelines {
     pub(super) pipelines: Vec<vk::Pipeline>,
     pub(super) pool: vk::DescriptorPool,
     pub(super) set: vk::DescriptorSet,
-    pub(super) float_views: Vec<bool>,
 }
 
 /// Pipelines of a kernel are specialised for the field shapes and the layout trees.
@@ -137,14 +136,9 @@ impl Runtime {
             spirv.push(words);
         }
         let n = kernel.fields.len();
-        let float_views = glsl::float_views(kernel, caps.float_atomic_add);
         let mut bindings = vec![glsl::STATUS_BINDING];
-        for (k, fv) in float_views.iter().enumerate() {
-            bindings.push(glsl::field_binding(k));
-            if *fv {
-                bindings.push(glsl::float_binding(k, n));
-            }
-        }
+        // A field's float view shares its binding (see `glsl`).
+        bindings.extend((0..n).map(glsl::field_binding));
         for t in 0..trees.len() {
             bindings.push(glsl::tree_binding(t, n));
         }
@@ -153,8 +147,8 @@ impl Runtime {
         }
         if bindings.len() > caps.max_storage_buffers as usize {
             return Err(backend_err(format!(
-                "kernel `{qname}` binds {} storage buffers (its {n} fields, their float views \
-                 and its trees'); the device allows {} per shader: pass fewer fields",
+                "kernel `{qname}` binds {} storage buffers (its {n} fields and its trees'); \
+                 the device allows {} per shader: pass fewer fields",
                 bindings.len(),
                 caps.max_storage_buffers
             )));
@@ -167,7 +161,6 @@ impl Runtime {
             pipelines: Vec::new(),
             pool: vk::DescriptorPool::null(),
             set: vk::DescriptorSet::null(),
-            float_views,
         };
         let r = (|| -> Result<()> {
             // SAFETY: all create infos are valid and outlive the calls; handles created here are
