@@ -590,6 +590,14 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
             None => "heat conduction (walls insulated)".to_string(),
         });
     }
+    let tensions = scene
+        .materials
+        .iter()
+        .filter(|m| m.get_ref().surface_tension.is_some_and(|t| t > 0.0))
+        .count();
+    if tensions > 0 {
+        options.push(format!("surface tension ({tensions} liquids)"));
+    }
     if !options.is_empty() {
         println!("  options: {}", options.join(", "));
     }
@@ -627,6 +635,9 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
                     false => format!("; shear modulus scaled by {:?} (K, scale)", t.softening),
                 }
             );
+        }
+        if let Some(sigma) = spec.get_ref().surface_tension.filter(|&t| t > 0.0) {
+            println!("      surface tension {sigma} N/m");
         }
     }
     println!(

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use mpm_core::solver::kernels::SURFACE_CHANNELS;
 use mpm_core::solver::{
     BulkViscosity, Collider, Condition, Emitter, GridLayout, Heat, HeatBoundary, Material,
     MaterialId, ParamValue, Region, Sampling, SdfId, Settings, Shape, Solver, SolverError, Space,
@@ -275,6 +276,9 @@ pub struct MaterialSpec {
     pub temperature: Option<f32>,
     /// `[[temperature, scale], ...]`: the shear modulus's scale by temperature.
     pub softening: Option<Vec<[f32; 2]>>,
+    /// The surface tension coefficient, N/m (N in 2D, per metre of depth); any material
+    /// with one turns surface tension on (see `Settings::surface_tension`).
+    pub surface_tension: Option<f32>,
     /// Everything else in the table: the model's parameters.
     #[serde(flatten)]
     pub parameters: BTreeMap<String, toml::Value>,
@@ -686,6 +690,8 @@ impl Scene {
             start,
         };
         let mut names = Vec::new();
+        // Materials with a surface tension so far.
+        let mut tensed = 0;
         for (i, m) in self.materials.iter().enumerate() {
             let t = entry("materials", i, m.span().start);
             let spec = m.get_ref();
@@ -724,6 +730,32 @@ impl Scene {
                 thermal
                     .validate(&material)
                     .map_err(|e| at_mentioned(t, format!("material `{}`: {e}", spec.name)))?;
+            }
+            if let Some(sigma) = spec.surface_tension {
+                if !(sigma.is_finite() && sigma >= 0.0) {
+                    return Err(at(
+                        t,
+                        "surface_tension",
+                        format!(
+                            "material `{}`: surface_tension = {sigma} must be finite and >= 0",
+                            spec.name
+                        ),
+                    ));
+                }
+                if sigma > 0.0 {
+                    tensed += 1;
+                }
+                if tensed > SURFACE_CHANNELS {
+                    return Err(at(
+                        t,
+                        "surface_tension",
+                        format!(
+                            "material `{}`: at most {SURFACE_CHANNELS} materials have a \
+                             surface tension",
+                            spec.name
+                        ),
+                    ));
+                }
             }
         }
         let known = |t: Table, name: &str| {
@@ -986,6 +1018,10 @@ impl Scene {
         settings.flip = s.flip;
         settings.damping = s.damping;
         settings.f_bar = s.f_bar;
+        settings.surface_tension = self
+            .materials
+            .iter()
+            .any(|m| m.get_ref().surface_tension.is_some_and(|t| t > 0.0));
         settings.heat = s.heat.map(|h| Heat {
             walls: h
                 .wall_temperature
@@ -1051,6 +1087,11 @@ impl Scene {
             if let Some(thermal) = m.get_ref().thermal() {
                 solver
                     .set_thermal(id, thermal)
+                    .map_err(|e| self.at(m.span().start, e.to_string()))?;
+            }
+            if let Some(sigma) = m.get_ref().surface_tension {
+                solver
+                    .set_surface_tension(id, sigma)
                     .map_err(|e| self.at(m.span().start, e.to_string()))?;
             }
             ids.push((m.get_ref().name.clone(), id));

@@ -1,7 +1,8 @@
 //! CPU and Vulkan run the solver alike: random small multi-material scenes (2D and 3D, dense
 //! and sparse grids, both splines, APIC and FLIP, F-bar, bulk viscosity, analytic and
-//! moving distance-field colliders, heat with held walls and colliders and softening) agree after a number of substeps, within float
-//! tolerance (atomics add in different orders, and GPU compilers reassociate).
+//! moving distance-field colliders, heat with held walls and colliders and softening, surface
+//! tension) agree after a number of substeps, within float tolerance (atomics add in
+//! different orders, and GPU compilers reassociate).
 
 mod common;
 
@@ -30,6 +31,8 @@ struct Scene {
     /// Heat on: walls and colliders held at 350 K and 400 K, each material at its own
     /// temperature, the solids softening with it.
     heat: bool,
+    /// Surface tension on four of the materials (four colour channels).
+    tension: bool,
     steps: usize,
 }
 
@@ -100,19 +103,22 @@ fn scene() -> impl Strategy<Value = Scene> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
-        5usize..25,
+        (any::<bool>(), 5usize..25),
     )
         .prop_map(
-            |(layout, spline, flip, blocks, collider, f_bar, viscosity, heat, steps)| Scene {
-                layout,
-                spline,
-                flip,
-                blocks,
-                collider,
-                f_bar,
-                viscosity,
-                heat,
-                steps,
+            |(layout, spline, flip, blocks, collider, f_bar, viscosity, heat, (tension, steps))| {
+                Scene {
+                    layout,
+                    spline,
+                    flip,
+                    blocks,
+                    collider,
+                    f_bar,
+                    viscosity,
+                    heat,
+                    tension,
+                    steps,
+                }
             },
         )
 }
@@ -139,11 +145,18 @@ fn run<S: Space<D>, const D: usize>(
     if scene.heat {
         settings.heat = Some(Heat { walls: held(350.0) });
     }
+    settings.surface_tension = scene.tension;
     let mut s = Solver::<S, D>::new(b, settings)?;
     let ids: Vec<_> = materials()
         .into_iter()
         .map(|m| s.add_material(m))
         .collect::<mpm::core::solver::Result<_>>()?;
+    if scene.tension {
+        // Strong enough to move the blocks' corners by a few mm/s over the steps.
+        for (i, id) in ids.iter().take(4).enumerate() {
+            s.set_surface_tension(*id, 40.0 + 10.0 * i as f32)?;
+        }
+    }
     if scene.heat {
         // Diffusivities of 0.5 m^2/s, a fifth of the bound at dt = 1e-4 and dx = 1/32;
         // softening across the temperatures the blocks start at (snow melts).
@@ -318,6 +331,7 @@ fn f_bar_on_a_sparse_grid_with_a_moving_field_collider() {
         f_bar: true,
         viscosity: true,
         heat: false,
+        tension: false,
         steps: 7,
     };
     common::with_backends(|b| {

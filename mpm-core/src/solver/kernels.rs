@@ -35,13 +35,20 @@ pub const SDF: i32 = 3;
 pub const COLLIDER_ROWS: i32 = 9;
 
 /// Rows per material in the material table (see `MaterialTable`): `(mu, lambda, density,
-/// wave speed)`, the model's own row, `(kind, conductivity, specific heat, -)`, the
-/// softening curve's temperatures and its scales.
+/// wave speed)`, the model's own row, `(kind, conductivity, specific heat, surface channel)`,
+/// the softening curve's temperatures and its scales.
 pub const MATERIAL_ROWS: i32 = 5;
+/// Materials one solver holds at most.
+pub const MAX_MATERIALS: i32 = 64;
+
+/// The table's row after every material's: the surface tension coefficient of each colour
+/// channel (see `SURFACE_CHANNELS`).
+pub const TENSION_ROW: i32 = MAX_MATERIALS * MATERIAL_ROWS;
+
 /// Offsets of those rows.
 pub const ELASTIC_ROW: i32 = 0;
 pub const MODEL_ROW: i32 = 1;
-pub const HEAT_ROW: i32 = 2;
+pub const KIND_ROW: i32 = 2;
 pub const CURVE_ROWS: i32 = 3;
 
 /// The rate, in units of `alpha / dx^2`, at which a particle's temperature relaxes towards
@@ -51,6 +58,10 @@ pub const SUBGRID_CONDUCTION: f32 = 0.2;
 /// How far outside a held collider's surface its nodes take its temperature, in cells: to
 /// the nearest node, as the walls' nodes lie half a cell outside their surfaces.
 pub const HEAT_REACH: f32 = 0.5;
+
+/// Liquids with a surface tension of their own at most (see `SurfaceTension`): each has a
+/// channel of the nodes' colour, a `Vec4`.
+pub const SURFACE_CHANNELS: i32 = 4;
 
 /// Words of the status field: count of bad particles, one bad particle, the step it went bad
 /// on, why (`NON_FINITE` or `TOO_FAST`), and particles that left the domain.

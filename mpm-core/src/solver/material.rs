@@ -484,11 +484,16 @@ pub struct MaterialId(pub i32);
 /// The materials of a solver, and their table on the device: `kernels::MATERIAL_ROWS` rows
 /// per material in one field (one storage buffer: the substep kernel binds many), the row
 /// of material `id` at `id * MATERIAL_ROWS`: `(mu, lambda, density, wave speed)`, the
-/// model's own row (`Material::User`'s `params`), `(kind, conductivity, specific heat, -)`,
-/// the softening curve's temperatures and its scales.
+/// model's own row (`Material::User`'s `params`), `(kind, conductivity, specific heat,
+/// surface channel)` (the channel of its colour, -1 without surface tension), the softening
+/// curve's temperatures and its scales; after all materials' rows, the colour channels'
+/// surface tension coefficients (`kernels::TENSION_ROW`).
 pub struct MaterialTable {
     pub materials: Vec<Material>,
     pub thermal: Vec<Thermal>,
+    /// Each material's surface tension coefficient (0: none; see
+    /// `Settings::surface_tension`).
+    pub tension: Vec<f32>,
     /// 2 or 3: sand's cone coefficient depends on it.
     dimension: usize,
     /// The grid's cell size: a brittle material's crack band is a cell wide.
@@ -497,16 +502,17 @@ pub struct MaterialTable {
 }
 
 /// Materials one solver holds at most.
-pub const MAX_MATERIALS: usize = 64;
+pub const MAX_MATERIALS: usize = kernels::MAX_MATERIALS as usize;
 
 impl MaterialTable {
     pub fn new(backend: &BackendRef, dimension: usize, cell: f32) -> Result<Self> {
         Ok(MaterialTable {
             materials: Vec::new(),
             thermal: Vec::new(),
+            tension: Vec::new(),
             dimension,
             cell,
-            rows: Field::new(backend, [(MAX_MATERIALS * MATERIAL_ROWS) as u32])?,
+            rows: Field::new(backend, [kernels::TENSION_ROW as u32 + 1])?,
         })
     }
 
@@ -521,22 +527,84 @@ impl MaterialTable {
         }
         self.materials.push(material);
         self.thermal.push(Thermal::default());
+        self.tension.push(0.0);
         self.upload()?;
         Ok(MaterialId(self.materials.len() as i32 - 1))
     }
 
-    /// Validates and sets a material's thermal properties, uploading the table.
-    pub fn set_thermal(&mut self, id: MaterialId, thermal: Thermal) -> Result<()> {
-        let Some(material) = self.get(id) else {
-            return Err(SolverError::InvalidParameter(format!(
+    /// The material `id`, or an error that says there is none.
+    fn existing(&self, id: MaterialId) -> Result<&Material> {
+        self.get(id).ok_or_else(|| {
+            SolverError::InvalidParameter(format!(
                 "material id {} is not one of the {} materials",
                 id.0,
                 self.materials.len()
-            )));
-        };
+            ))
+        })
+    }
+
+    /// Validates and sets a material's thermal properties, uploading the table.
+    pub fn set_thermal(&mut self, id: MaterialId, thermal: Thermal) -> Result<()> {
+        let material = self.existing(id)?;
         thermal.validate(material)?;
         self.thermal[id.0 as usize] = thermal;
         self.upload()
+    }
+
+    /// Sets a material's surface tension coefficient (N/m; N in 2D, per metre of depth),
+    /// uploading the table: finite and >= 0 (0 for none), and at most `SURFACE_CHANNELS`
+    /// materials with one.
+    pub fn set_surface_tension(&mut self, id: MaterialId, sigma: f32) -> Result<()> {
+        let material = self.existing(id)?;
+        if !Range::NON_NEGATIVE.contains(sigma) {
+            return Err(SolverError::InvalidParameter(format!(
+                "{} material: surface tension = {sigma} must be finite and >= 0",
+                material.name()
+            )));
+        }
+        let others = (self.tension.iter().enumerate())
+            .filter(|&(i, &t)| i != id.0 as usize && t > 0.0)
+            .count();
+        if sigma > 0.0 && others == kernels::SURFACE_CHANNELS as usize {
+            return Err(SolverError::InvalidParameter(format!(
+                "{} material: at most {} materials have a surface tension",
+                material.name(),
+                kernels::SURFACE_CHANNELS
+            )));
+        }
+        self.tension[id.0 as usize] = sigma;
+        self.upload()
+    }
+
+    /// Each material's colour channel: the materials with a surface tension in order.
+    fn channels(&self) -> impl Iterator<Item = Option<usize>> + '_ {
+        let mut next = 0;
+        self.tension.iter().map(move |&t| {
+            (t > 0.0).then(|| {
+                next += 1;
+                next - 1
+            })
+        })
+    }
+
+    /// The surface tension coefficient of each colour channel (0 where unused).
+    pub fn tension_channels(&self) -> [f32; 4] {
+        let mut out = [0.0; 4];
+        for (channel, &t) in self.channels().zip(&self.tension) {
+            if let Some(c) = channel {
+                out[c] = t;
+            }
+        }
+        out
+    }
+
+    /// The shortest capillary time step `sqrt(rho dx^3 / sigma)` among the materials with
+    /// surface tension, in units of `CAPILLARY_STEP` (see `Settings::surface_tension`).
+    pub fn capillary_time(&self, dx: f32) -> Option<f32> {
+        (self.materials.iter().zip(&self.tension))
+            .filter(|(_, &t)| t > 0.0)
+            .map(|(m, &t)| (m.density() * dx.powi(3) / t).sqrt())
+            .reduce(f32::min)
     }
 
     /// The thermal properties of a material.
@@ -559,15 +627,22 @@ impl MaterialTable {
     }
 
     fn upload(&mut self) -> Result<()> {
-        let mut rows = vec![Vec4::ZERO; MAX_MATERIALS * MATERIAL_ROWS];
-        for (i, (m, t)) in self.materials.iter().zip(&self.thermal).enumerate() {
+        let mut rows = vec![Vec4::ZERO; kernels::TENSION_ROW as usize + 1];
+        rows[kernels::TENSION_ROW as usize] = Vec4::from_array(self.tension_channels());
+        let materials = self
+            .materials
+            .iter()
+            .zip(&self.thermal)
+            .zip(self.channels());
+        for (i, ((m, t), channel)) in materials.enumerate() {
             let (kind, elastic, params) = m.rows(self.dimension, self.cell);
             let [temperatures, scales] = t.curve_rows();
-            let heat = Vec4::new(kind as f32, t.conductivity, t.specific_heat, 0.0);
+            let channel = channel.map_or(-1.0, |c| c as f32);
+            let kind_row = Vec4::new(kind as f32, t.conductivity, t.specific_heat, channel);
             let row = |offset: i32| MATERIAL_ROWS * i + offset as usize;
             rows[row(kernels::ELASTIC_ROW)] = elastic;
             rows[row(kernels::MODEL_ROW)] = params;
-            rows[row(kernels::HEAT_ROW)] = heat;
+            rows[row(kernels::KIND_ROW)] = kind_row;
             rows[row(kernels::CURVE_ROWS)] = temperatures;
             rows[row(kernels::CURVE_ROWS) + 1] = scales;
         }

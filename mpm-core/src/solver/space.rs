@@ -75,6 +75,7 @@ macro_rules! substep_call {
             &mut $grid.j,
             &mut $grid.heat,
             &mut $grid.q,
+            &mut $grid.color,
             count,
             $s.step,
             $IV::from_array($s.res.map(|r| r as i32)),
@@ -97,6 +98,7 @@ macro_rules! substep_call {
             if $s.heat { count } else { 0 },
             Vec2::new($s.wall_heat.0, $s.wall_heat.1),
             $s.soften,
+            if $s.tension { count } else { 0 },
         )?)
     }};
 }

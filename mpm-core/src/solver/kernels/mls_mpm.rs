@@ -11,9 +11,9 @@ use super::{
 };
 use crate::materials::{f_bar_applies, USER_KIND};
 use crate::solver::kernels::{
-    non_finite, speed_bucket, BOX, COLLIDER_ROWS, CURVE_ROWS, ELASTIC_ROW, HEAT_REACH, HEAT_ROW,
+    non_finite, speed_bucket, BOX, COLLIDER_ROWS, CURVE_ROWS, ELASTIC_ROW, HEAT_REACH, KIND_ROW,
     MATERIAL_ROWS, MODEL_ROW, NON_FINITE, PLANE, SDF, SLIP, SPHERE, STICKY, SUBGRID_CONDUCTION,
-    TOO_FAST,
+    SURFACE_CHANNELS, TENSION_ROW, TOO_FAST,
 };
 use crate::{func, kernel, Field};
 
@@ -194,6 +194,69 @@ pub fn softened(elastic: Vec4, t: f32, temps: Vec4, scales: Vec4) -> Vec4 {
     )
 }
 
+/// The weights of the node at offset `o` (components -1, 0 or 1) in the central differences
+/// of a nodal field's gradient and Hessian at a node, in units of `1 / dx` and `1 / dx^2`:
+/// `(f(+a) - f(-a)) / 2`, `f(+a) - 2 f + f(-a)` and, across two axes,
+/// `(f(+a+b) - f(+a-b) - f(-a+b) + f(-a-b)) / 4`.
+#[func]
+pub fn differences(o: IVec) -> (Vec, Mat) {
+    let mut g = Vec::ZERO;
+    let mut h = Mat::ZERO;
+    for a in 0..DIM {
+        // Smoothed by (1, 2, 1) / 4 across the other axes.
+        let mut across = 1.0;
+        for b in 0..DIM {
+            if b != a {
+                across *= select(o[b] == 0, 0.5, 0.25);
+            }
+        }
+        g[a] = 0.5 * o[a] as f32 * across;
+        h[a][a] = select(o[a] == 0, -2.0, 1.0) * across;
+        for b in 0..DIM {
+            if b != a {
+                // The mixed difference, smoothed across the remaining axis in 3D.
+                let mut rest = 1.0;
+                for e in 0..DIM {
+                    if e != a && e != b {
+                        rest *= select(o[e] == 0, 0.5, 0.25);
+                    }
+                }
+                h[a][b] = 0.25 * (o[a] * o[b]) as f32 * rest;
+            }
+        }
+    }
+    (g, h)
+}
+
+/// The capillary force per unit surface tension at a node, `kappa grad c` (Brackbill, Kothe
+/// and Zemach 1992, "A continuum method for modeling surface tension", J. Comput. Phys. 100),
+/// from the colour's gradient `g` and Hessian `h` there: the curvature of its level set is
+/// `kappa = -div(g / |g|) = -(|g|^2 tr h - g.h g) / |g|^3`, zero for a plane whatever the
+/// colour's profile across it. Curvatures beyond one over a cell, below the grid's
+/// resolution (the colour's faint fringe), are clamped to it.
+#[func]
+pub fn capillary(g: Vec, h: Mat, dx: f32) -> Vec {
+    let g2 = dot(g, g);
+    let mut f = Vec::ZERO;
+    if g2 * dx * dx > 1e-12 {
+        let kappa = (dot(g, h * g) - g2 * trace(h)) / (g2 * sqrt(g2));
+        f = clamp(kappa, -1.0 / dx, 1.0 / dx) * g;
+    }
+    f
+}
+
+/// Whether node `cell` has a neighbour on every side (a grid of `res` cells).
+#[func]
+pub fn has_neighbours(cell: IVec, res: IVec) -> bool {
+    let mut inside = true;
+    for a in 0..DIM {
+        if cell[a] < 1 || cell[a] > res[a] - 2 {
+            inside = false;
+        }
+    }
+    inside
+}
+
 /// Whether node `cell` lies in the domain walls (see `walls`).
 #[func]
 pub fn in_walls(cell: IVec, res: IVec, thickness: i32) -> bool {
@@ -292,6 +355,12 @@ macro_rules! substep {
         /// particle's conduction into `grid_q`, and `'heat_g2p` gives the particles their
         /// nodes' change. `table` holds `MATERIAL_ROWS` rows per material (see
         /// `MaterialTable`); the softening curve scales `mu` when `soften`.
+        ///
+        /// With surface tension (`tension_count` = `count`, else 0; see
+        /// `Settings::surface_tension`) `'color_p2g` scatters each liquid's volume fraction into
+        /// its channel of `grid_color`, and `'capillary` adds the force of each channel's
+        /// curvature, `sigma kappa grad c` (`sigma` from the table's `TENSION_ROW`), to the
+        /// nodes' momentum.
         #[kernel]
         pub fn $substep(
             x: &mut Field<Vec>,
@@ -315,6 +384,7 @@ macro_rules! substep {
             grid_j: &mut Field<Vec2, D>,
             grid_heat: &mut Field<Vec2, D>,
             grid_q: &mut Field<f32, D>,
+            grid_color: &mut Field<Vec4, D>,
             count: u32,
             step: i32,
             res: IVec,
@@ -337,6 +407,7 @@ macro_rules! substep {
             heat_count: u32,
             wall_heat: Vec2,
             soften: bool,
+            tension_count: u32,
         ) {
             let inv_dx = 1.0 / dx;
             let support = $support;
@@ -393,7 +464,7 @@ macro_rules! substep {
                 let id = material[p];
                 if id >= 0 {
                     let (base, _fx, w) = stencil(x[p] * inv_dx, support);
-                    let capacity = mass[p] * table[id * MATERIAL_ROWS + HEAT_ROW].z;
+                    let capacity = mass[p] * table[id * MATERIAL_ROWS + KIND_ROW].z;
                     let heat = vec2(capacity, capacity * temperature[p]);
                     for i in 0..support {
                         for k in 0..support {
@@ -402,6 +473,64 @@ macro_rules! substep {
                                 grid_heat[base + o] += (w[0][i] * w[1][k] * w[2][l]) * heat;
                             }
                         }
+                    }
+                }
+            }
+            // Surface tension, in loops of its own as heat; off, `grid_color` is a single cell.
+            'color_clear: for cell in grid_color.active() {
+                if tension_count > 0 {
+                    grid_color[cell] = Vec4::ZERO;
+                }
+            }
+            // The colour: each node's share of each liquid, `sum w V / dx^d` with the current
+            // volume `J V0`.
+            'color_p2g: for p in 0..tension_count {
+                let id = material[p];
+                if id >= 0 {
+                    let channel = table[id * MATERIAL_ROWS + KIND_ROW].w as i32;
+                    if channel >= 0 {
+                        let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                        let mut share = Vec4::ZERO;
+                        share[channel] = vol[p]
+                            * (1.0 + materials::volume_change(grad_u[p]))
+                            * pow(inv_dx, DIM as f32);
+                        for i in 0..support {
+                            for k in 0..support {
+                                for l in 0..depth {
+                                    let o = offset(i, k, l);
+                                    grid_color[base + o] += (w[0][i] * w[1][k] * w[2][l]) * share;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // The capillary impulse `dt dx^d sigma kappa grad c` of every channel, from central
+            // differences over the node's 3^d neighbourhood (the loops of a quadratic stencil).
+            'capillary: for cell in grid_color.active() {
+                if tension_count > 0 && has_neighbours(cell, res) {
+                    if grid_m[cell] > 0.0 {
+                        let mut force = Vec::ZERO;
+                        for channel in 0..SURFACE_CHANNELS {
+                            let sigma = table[TENSION_ROW][channel];
+                            if sigma > 0.0 {
+                                let mut g = Vec::ZERO;
+                                let mut h = Mat::ZERO;
+                                for i in 0..3 {
+                                    for k in 0..3 {
+                                        for l in 0..QUADRATIC_DEPTH {
+                                            let o = offset(i, k, l) - IVec::ONE;
+                                            let (dg, dh) = differences(o);
+                                            let colour = grid_color[cell + o][channel];
+                                            g += colour * dg;
+                                            h += colour * dh;
+                                        }
+                                    }
+                                }
+                                force += sigma * capillary(g * inv_dx, h * (inv_dx * inv_dx), dx);
+                            }
+                        }
+                        grid_v[cell] += (dt * pow(dx, DIM as f32)) * force;
                     }
                 }
             }
@@ -543,7 +672,7 @@ macro_rules! substep {
                         }
                     }
                     let volume = vol[p] * (1.0 + materials::volume_change(grad_u[p]));
-                    let conductivity = table[id * MATERIAL_ROWS + HEAT_ROW].y;
+                    let conductivity = table[id * MATERIAL_ROWS + KIND_ROW].y;
                     let flux = (-volume * conductivity * dinv * dinv) * gradient;
                     for i in 0..support {
                         for k in 0..support {
@@ -581,7 +710,7 @@ macro_rules! substep {
                         }
                     }
                     let r = id * MATERIAL_ROWS;
-                    let heat = table[r + HEAT_ROW];
+                    let heat = table[r + KIND_ROW];
                     let diffusivity = heat.y / (table[r + ELASTIC_ROW].z * heat.z);
                     let relax = 1.0 - exp(-SUBGRID_CONDUCTION * diffusivity * dt * inv_dx * inv_dx);
                     let t = temperature[p];
@@ -681,7 +810,7 @@ macro_rules! substep {
                     let dt_c = dt * new_c;
                     let mut trial = grad_u[p] + dt_c + dt_c * grad_u[p];
                     let r = id * MATERIAL_ROWS;
-                    let kind = table[r + HEAT_ROW].x as i32;
+                    let kind = table[r + KIND_ROW].x as i32;
                     let model = table[r + MODEL_ROW];
                     // The shear modulus takes the material's scale at the particle's
                     // temperature; molten, the particle keeps only its volume.
@@ -776,7 +905,7 @@ macro_rules! substep {
             // `F-bar = (J-bar / J)^(1/d) F`, while F itself evolves as before.
             'f_bar_scatter: for p in 0..f_bar_count {
                 let id = material[p];
-                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + HEAT_ROW].x as i32) {
+                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + KIND_ROW].x as i32) {
                     let (base, _fx, w) = stencil(x[p] * inv_dx, support);
                     let share = vol[p] * vec2(materials::volume_change(grad_u[p]), 1.0);
                     for i in 0..support {
@@ -791,7 +920,7 @@ macro_rules! substep {
             }
             'f_bar_stress: for p in 0..f_bar_count {
                 let id = material[p];
-                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + HEAT_ROW].x as i32) {
+                if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + KIND_ROW].x as i32) {
                     let (base, _fx, w) = stencil(x[p] * inv_dx, support);
                     let mut dj_bar = 0.0;
                     for i in 0..support {
@@ -818,7 +947,7 @@ macro_rules! substep {
                         e = softened(e, temperature[p], table[curve], table[curve + 1]);
                     }
                     let (_h, mut tau_bar, _jp) = materials::constitutive(
-                        table[r + HEAT_ROW].x as i32,
+                        table[r + KIND_ROW].x as i32,
                         h_bar,
                         c[p],
                         tau[p],
@@ -898,7 +1027,7 @@ pub fn init_stress(
                 let curve = r + CURVE_ROWS;
                 e = softened(e, temperature[p], table[curve], table[curve + 1]);
             }
-            let kind = table[r + HEAT_ROW].x as i32;
+            let kind = table[r + KIND_ROW].x as i32;
             let model = table[r + MODEL_ROW];
             let (h_new, tau_new, jp_new) =
                 materials::constitutive(kind, grad_u[p], c[p], tau[p], jp[p], e, model);
