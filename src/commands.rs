@@ -637,7 +637,8 @@ pub fn info(path: Option<&PathBuf>) -> Result<(), AnyError> {
             );
         }
         if let Some(sigma) = spec.get_ref().surface_tension.filter(|&t| t > 0.0) {
-            println!("      surface tension {sigma} N/m");
+            let unit = if scene.dimension() == 2 { "N" } else { "N/m" };
+            println!("      surface tension {sigma} {unit}");
         }
     }
     println!(

@@ -691,3 +691,67 @@ condition = "sticky"
         assert!(e.contains(says), "{e}");
     }
 }
+
+/// Surface tension in scene files: a material's key turns it on and reaches the solver;
+/// mistakes name their key and line.
+#[test]
+fn scene_surface_tension_is_read_and_checked() {
+    use mpm::core::solver::Solver2;
+    let liquids = |tensions: &[&str]| -> String {
+        let mut text = String::from(
+            "[simulation]\ndimension = 2\nresolution = [32, 32]\ndt = 1e-4\nframe_time = 0.01\nframes = 1\n\n",
+        );
+        for (i, t) in tensions.iter().enumerate() {
+            text += &format!(
+                "[[materials]]\nname = \"liquid{i}\"\nmodel = \"water\"\nfree_surface = false\n\
+                 surface_tension = {t}\n\n"
+            );
+        }
+        text + "[[bodies]]\nmaterial = \"liquid0\"\nshape = \"box\"\nmin = [0.2, 0.2]\n\
+                max = [0.4, 0.4]\n"
+    };
+    let text = liquids(&["2.0", "0.0", "3.0"]);
+    let scene = Scene::parse("test.toml", &text).expect("scene");
+    assert!(scene.settings::<2>().surface_tension);
+    let solver: Solver2 = scene.build(&mpm::backend::cpu()).expect("solver");
+    assert_eq!(solver.materials.tension, vec![2.0, 0.0, 3.0]);
+    assert_eq!(solver.materials.tension_channels(), [2.0, 3.0, 0.0, 0.0]);
+    let none = Scene::parse("test.toml", &liquids(&["0.0"])).expect("scene");
+    assert!(!none.settings::<2>().surface_tension);
+
+    for (text, key_line, says) in [
+        (
+            liquids(&["-1.0"]),
+            "surface_tension = -1.0",
+            "surface_tension = -1 must be finite and >= 0",
+        ),
+        (
+            liquids(&["1.0", "1.0", "1.0", "1.0", "5.0"]),
+            "surface_tension = 5.0",
+            "at most 4 materials have a surface tension",
+        ),
+    ] {
+        let e = error_of(&text);
+        let line = line_starting(&text, key_line);
+        assert!(
+            e.starts_with(&format!("test.toml:{line}:")),
+            "`{key_line}`: expected line {line}: {e}"
+        );
+        assert!(e.contains(says), "`{key_line}`: {e}");
+    }
+    // 0.141 sqrt(1000 / 32^3 / 1e6) = 2.5e-5 s, below the fixed 1e-4 s: refused when the
+    // solver is built, at the material.
+    let text = liquids(&["1e6"]);
+    let scene = Scene::parse("test.toml", &text).expect("scene");
+    let e = match scene.build::<mpm::core::solver::D2, 2>(&mpm::backend::cpu()) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a fixed step above the capillary step was taken"),
+    };
+    assert!(
+        e.starts_with(&format!(
+            "test.toml:{}:",
+            line_starting(&text, "[[materials]]")
+        )) && e.contains("exceeds the capillary step"),
+        "{e}"
+    );
+}
