@@ -125,6 +125,19 @@ fn line_starting(text: &str, prefix: &str) -> usize {
         .unwrap_or_else(|| panic!("no line `{prefix}` in:\n{text}"))
 }
 
+/// Asserts that the scene `text` is refused at the line starting with `key_line`, with a
+/// message that contains `says`; returns the message.
+fn assert_refused_at(text: &str, key_line: &str, says: &str) -> String {
+    let e = error_of(text);
+    let line = line_starting(text, key_line);
+    assert!(
+        e.starts_with(&format!("test.toml:{line}:")),
+        "`{key_line}`: expected line {line}: {e}"
+    );
+    assert!(e.contains(says), "`{key_line}`: {e}");
+    e
+}
+
 /// Range errors point at the key that holds the mistake, also inside an inline table and in
 /// `[output]`; a number beyond f32 is named as written, not as `inf`; no message shows a
 /// Rust debug dump.
@@ -179,13 +192,7 @@ fn scene_errors_point_at_the_key() {
     for (from, to, key_line, says) in cases {
         assert!(SMALL.contains(from), "{from}");
         let text = SMALL.replacen(from, to, 1);
-        let e = error_of(&text);
-        let line = line_starting(&text, key_line);
-        assert!(
-            e.starts_with(&format!("test.toml:{line}:")),
-            "`{to}`: expected line {line}: {e}"
-        );
-        assert!(e.contains(says), "`{to}`: {e}");
+        let e = assert_refused_at(&text, key_line, says);
         assert!(!e.contains("inf") || says.contains("inf"), "{e}");
         assert!(!e.contains(" { "), "a debug dump: {e}");
     }
@@ -286,13 +293,7 @@ fn scene_heat_keys_are_read_and_checked() {
         ),
     ];
     for (text, key_line, says) in cases {
-        let e = error_of(&text);
-        let line = line_starting(&text, key_line);
-        assert!(
-            e.starts_with(&format!("test.toml:{line}:")),
-            "`{key_line}`: expected line {line}: {e}"
-        );
-        assert!(e.contains(says), "`{key_line}`: {e}");
+        assert_refused_at(&text, key_line, says);
     }
     let text = no_heat
         .replace("conductivity = 5e5\n", "")
@@ -731,13 +732,7 @@ fn scene_surface_tension_is_read_and_checked() {
             "at most 4 materials have a surface tension",
         ),
     ] {
-        let e = error_of(&text);
-        let line = line_starting(&text, key_line);
-        assert!(
-            e.starts_with(&format!("test.toml:{line}:")),
-            "`{key_line}`: expected line {line}: {e}"
-        );
-        assert!(e.contains(says), "`{key_line}`: {e}");
+        assert_refused_at(&text, key_line, says);
     }
     // 0.141 sqrt(1000 / 32^3 / 1e6) = 2.5e-5 s, below the fixed 1e-4 s: refused when the
     // solver is built, at the material.

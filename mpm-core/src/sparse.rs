@@ -362,7 +362,8 @@ impl<'a> Sparse<'a> {
         let p = &self.plan.levels[k];
         let pool = p.pool.as_ref()?;
         let taken = self.w(pool.free_taken).fetch_add(1, Relaxed);
-        let candidate = if taken < self.w(pool.free_len).load(Relaxed) {
+        let from_free = taken < self.w(pool.free_len).load(Relaxed);
+        let candidate = if from_free {
             self.w(pool.free + taken).load(Relaxed)
         } else {
             let fresh = self.w(pool.counter).fetch_add(1, Relaxed);
@@ -389,8 +390,21 @@ impl<'a> Sparse<'a> {
                 Some(candidate)
             }
             Err(winner) => {
-                let r = self.w(pool.returned_len).fetch_add(1, Relaxed);
-                self.w(pool.returned + r).store(candidate, Relaxed);
+                // Lost the race for the slot: the untouched block goes back where it came
+                // from if nobody has taken one since (the usual case), so that a pool with a
+                // block for every slot cannot run out through races; else it comes back when
+                // the launch ends.
+                let (word, next) = match from_free {
+                    true => (pool.free_taken, taken + 1),
+                    false => (pool.counter, candidate + 1),
+                };
+                let undone = self
+                    .w(word)
+                    .compare_exchange(next, next - 1, Relaxed, Relaxed);
+                if undone.is_err() {
+                    let r = self.w(pool.returned_len).fetch_add(1, Relaxed);
+                    self.w(pool.returned + r).store(candidate, Relaxed);
+                }
                 Some(winner)
             }
         }

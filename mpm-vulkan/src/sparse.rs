@@ -85,7 +85,8 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -
             "bool {tw}_alloc{k}_one(uint cell, out uint child) {{\n    \
              uint taken = atomicAdd({tw}.w[{ft}u], 1u);\n    \
              uint cand;\n    \
-             if (taken < {tw}.w[{fl}u]) {{\n        cand = {tw}.w[{free}u + taken];\n    }} else {{\n        \
+             bool from_free = taken < {tw}.w[{fl}u];\n    \
+             if (from_free) {{\n        cand = {tw}.w[{free}u + taken];\n    }} else {{\n        \
              uint fresh = atomicAdd({tw}.w[{cnt}u], 1u);\n        \
              if (fresh >= {cap}u) {{\n            \
              // Out of blocks: fine if another invocation installed one meanwhile.\n            \
@@ -95,7 +96,14 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -
              child = 0u;\n            return false;\n        }}\n        cand = fresh;\n    }}\n    \
              uint prev = atomicCompSwap({tw}.w[{table}u + cell], {EMPTY}, cand);\n    \
              if (prev == {EMPTY}) {{\n        {tw}.w[{owner}u + cand] = {table}u + cell;\n        child = cand;\n    }} else {{\n        \
-             uint r = atomicAdd({tw}.w[{rl}u], 1u);\n        {tw}.w[{ret}u + r] = cand;\n        child = prev;\n    }}\n    \
+             // Lost the race: the untouched block goes back where it came from if nobody\n        \
+             // has taken one since, else it comes back when the launch ends.\n        \
+             uint next = from_free ? taken + 1u : cand + 1u;\n        \
+             uint back = from_free ? atomicCompSwap({tw}.w[{ft}u], next, taken)\n                              \
+             : atomicCompSwap({tw}.w[{cnt}u], next, cand);\n        \
+             if (back != next) {{\n            \
+             uint r = atomicAdd({tw}.w[{rl}u], 1u);\n            {tw}.w[{ret}u + r] = cand;\n        }}\n        \
+             child = prev;\n    }}\n    \
              return true;\n}}",
             ft = pool.free_taken,
             fl = pool.free_len,
