@@ -381,6 +381,11 @@ impl<'a, T: Elem, const D: usize> Access<'_, 'a, T, D> {
         value.write_words(&mut w[..T::WORDS]);
         let float = T::SCALAR == Scalar::F32;
         for (word, cell) in w.iter().zip(self.view.cells(base)) {
+            // A float zero adds nothing (+0 or -0: sums that start at +0 never reach -0), so
+            // one-hot shares cost one atomic, as on the GPU.
+            if float && *word & 0x7fff_ffff == 0 {
+                continue;
+            }
             add_word(cell, increment(*word, float, subtract), float);
         }
     }

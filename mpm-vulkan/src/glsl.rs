@@ -1658,11 +1658,16 @@ impl<'k> Printer<'k> {
                             .unwrap();
                         for j in 0..w {
                             let c = comp(j);
+                            // A float component of zero adds nothing (the accumulators start
+                            // at +0, which no sum turns into -0): one-hot shares and stencil
+                            // weights of zero cost no atomic.
                             let line = match (sc, float_view) {
                                 (Scalar::F32, true) => {
-                                    format!("atomicAdd(f{k}f.d[b + {j}u], {c});")
+                                    format!("if ({c} != 0.0) atomicAdd(f{k}f.d[b + {j}u], {c});")
                                 }
-                                (Scalar::F32, false) => format!("f{k}_cas_add(b + {j}u, {c});"),
+                                (Scalar::F32, false) => {
+                                    format!("if ({c} != 0.0) f{k}_cas_add(b + {j}u, {c});")
+                                }
                                 (Scalar::Bool, _) => {
                                     format!("if ({c}) atomicOr(f{k}.d[b + {j}u], 1u);")
                                 }

@@ -410,6 +410,7 @@ macro_rules! substep {
             tension_count: u32,
         ) {
             let inv_dx = 1.0 / dx;
+            let cell_volume = pow(dx, DIM as f32);
             let support = $support;
             let depth = $depth;
             'speeds: for b in 0..crate::solver::kernels::SPEED_BUCKETS {
@@ -491,9 +492,8 @@ macro_rules! substep {
                     if channel >= 0 {
                         let (base, _fx, w) = stencil(x[p] * inv_dx, support);
                         let mut share = Vec4::ZERO;
-                        share[channel] = vol[p]
-                            * (1.0 + materials::volume_change(grad_u[p]))
-                            * pow(inv_dx, DIM as f32);
+                        share[channel] =
+                            vol[p] * (1.0 + materials::volume_change(grad_u[p])) / cell_volume;
                         for i in 0..support {
                             for k in 0..support {
                                 for l in 0..depth {
@@ -530,7 +530,7 @@ macro_rules! substep {
                                 force += sigma * capillary(g * inv_dx, h * (inv_dx * inv_dx), dx);
                             }
                         }
-                        grid_v[cell] += (dt * pow(dx, DIM as f32)) * force;
+                        grid_v[cell] += (dt * cell_volume) * force;
                     }
                 }
             }
