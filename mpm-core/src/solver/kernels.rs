@@ -59,7 +59,7 @@ pub const SUBGRID_CONDUCTION: f32 = 0.2;
 /// the nearest node, as the walls' nodes lie half a cell outside their surfaces.
 pub const HEAT_REACH: f32 = 0.5;
 
-/// Liquids with a surface tension of their own at most (see `SurfaceTension`): each has a
+/// Liquids with a surface tension of their own at most (see `Settings::surface_tension`): each has a
 /// channel of the nodes' colour, a `Vec4`.
 pub const SURFACE_CHANNELS: i32 = 4;
 

@@ -598,8 +598,8 @@ impl MaterialTable {
         out
     }
 
-    /// The shortest capillary time step `sqrt(rho dx^3 / sigma)` among the materials with
-    /// surface tension, in units of `CAPILLARY_STEP` (see `Settings::surface_tension`).
+    /// The shortest capillary time `sqrt(rho dx^3 / sigma)` among the materials with surface
+    /// tension (the step is `CAPILLARY_STEP` times it; see `Settings::surface_tension`).
     pub fn capillary_time(&self, dx: f32) -> Option<f32> {
         (self.materials.iter().zip(&self.tension))
             .filter(|(_, &t)| t > 0.0)
