@@ -384,38 +384,6 @@ per_backend! {
     sparse_fields_use_memory_where_cells_are_active => check_memory,
     two_trees_in_one_launch_and_fields_outside_the_kernel => check_two_trees,
     frozen_trees_write_only_where_cells_are_active => check_frozen,
-    races_do_not_empty_a_pool_with_a_block_for_every_slot => check_races_on_a_full_pool,
-}
-
-/// A pool with a block for every slot never runs out, however many invocations race to
-/// activate one block: a loser gives its untouched block back at once. (Before, a loser kept
-/// its block until the launch ended, and the last block's activation could find the pool
-/// empty: a random case of `sparse_2d_matches_hashmap_model` did on the CPU.)
-fn check_races_on_a_full_pool(be: &BackendRef) {
-    let be = be.clone();
-    let tree = Tree::new(
-        &be,
-        Layout::<2>::root()
-            .pointer([4, 4])
-            .dense([4, 4])
-            .reserve(16),
-    )
-    .unwrap();
-    assert_eq!(tree.pool_capacities(), [16, 0]);
-    let mut f = Field::<f32, 2>::place(&tree).unwrap();
-    // Every cell of every block, each eight times, interleaved so that the invocations of
-    // one launch race for each block.
-    let all: Vec<(i32, i32)> = (0..8)
-        .flat_map(|_| (0..256).map(|i| (i % 16, i / 16)))
-        .collect();
-    let idx = cell_field(&be, &all);
-    let ones = Field::from_slice(&be, [all.len() as u32], &vec![1.0f32; all.len()]).unwrap();
-    for round in 0..100 {
-        tree.deactivate_all().unwrap();
-        add2(&mut f, &idx, &ones).unwrap_or_else(|e| panic!("round {round}: {e}"));
-        assert_eq!(tree.pool_capacities(), [16, 0], "round {round}");
-    }
-    assert!(f.download().unwrap().iter().all(|&v| v == 8.0));
 }
 
 fn check_1d_and_3d(be: &BackendRef) {

@@ -391,9 +391,9 @@ impl<'a> Sparse<'a> {
             }
             Err(winner) => {
                 // Lost the race for the slot: the untouched block goes back where it came
-                // from if nobody has taken one since (the usual case), so that a pool with a
-                // block for every slot cannot run out through races; else it comes back when
-                // the launch ends.
+                // from if nobody has taken one since; else it comes back when the launch ends,
+                // and until then a pool with a block for every slot can run out (the launch
+                // reports it; with several threads activating every block at once it does).
                 let (word, next) = match from_free {
                     true => (pool.free_taken, taken + 1),
                     false => (pool.counter, candidate + 1),
