@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use mpm_core::solver::kernels::SURFACE_CHANNELS;
 use mpm_core::solver::{
-    BulkViscosity, Collider, Condition, Emitter, GridLayout, Heat, HeatBoundary, Material,
-    MaterialId, ParamValue, Region, Sampling, SdfId, Settings, Shape, Solver, SolverError, Space,
-    Spline, Thermal, TimeStep, Walls, MARGIN,
+    check_surface_tension, BulkViscosity, Collider, Condition, Emitter, GridLayout, Heat,
+    HeatBoundary, Material, MaterialId, ParamValue, Region, Sampling, SdfId, Settings, Shape,
+    Solver, SolverError, Space, Spline, Thermal, TimeStep, Walls, MARGIN,
 };
 use mpm_core::BackendRef;
 
@@ -732,29 +731,15 @@ impl Scene {
                     .map_err(|e| at_mentioned(t, format!("material `{}`: {e}", spec.name)))?;
             }
             if let Some(sigma) = spec.surface_tension {
-                if !(sigma.is_finite() && sigma >= 0.0) {
-                    return Err(at(
+                check_surface_tension(&material.name(), sigma, tensed).map_err(|e| {
+                    at(
                         t,
                         "surface_tension",
-                        format!(
-                            "material `{}`: surface_tension = {sigma} must be finite and >= 0",
-                            spec.name
-                        ),
-                    ));
-                }
+                        format!("material `{}`: {e}", spec.name),
+                    )
+                })?;
                 if sigma > 0.0 {
                     tensed += 1;
-                }
-                if tensed > SURFACE_CHANNELS {
-                    return Err(at(
-                        t,
-                        "surface_tension",
-                        format!(
-                            "material `{}`: at most {SURFACE_CHANNELS} materials have a \
-                             surface tension",
-                            spec.name
-                        ),
-                    ));
                 }
             }
         }

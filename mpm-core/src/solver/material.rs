@@ -474,6 +474,27 @@ impl Thermal {
     }
 }
 
+/// Checks a surface tension coefficient `sigma` for the material called `name`, given how
+/// many other materials have one: finite and >= 0, and at most `SURFACE_CHANNELS` materials
+/// with one (scene files check their materials with it before building a solver).
+pub fn check_surface_tension(name: &str, sigma: f32, others: usize) -> Result<()> {
+    let bad = |m: String| {
+        Err(SolverError::InvalidParameter(format!(
+            "{name} material: {m}"
+        )))
+    };
+    if !Range::NON_NEGATIVE.contains(sigma) {
+        return bad(format!("surface_tension = {sigma} must be finite and >= 0"));
+    }
+    if sigma > 0.0 && others >= kernels::SURFACE_CHANNELS as usize {
+        return bad(format!(
+            "at most {} materials have a surface tension",
+            kernels::SURFACE_CHANNELS
+        ));
+    }
+    Ok(())
+}
+
 /// Rows per material in the device table.
 const MATERIAL_ROWS: usize = kernels::MATERIAL_ROWS as usize;
 
@@ -533,7 +554,7 @@ impl MaterialTable {
     }
 
     /// The material `id`, or an error that says there is none.
-    fn existing(&self, id: MaterialId) -> Result<&Material> {
+    pub(crate) fn existing(&self, id: MaterialId) -> Result<&Material> {
         self.get(id).ok_or_else(|| {
             SolverError::InvalidParameter(format!(
                 "material id {} is not one of the {} materials",
@@ -556,22 +577,10 @@ impl MaterialTable {
     /// materials with one.
     pub fn set_surface_tension(&mut self, id: MaterialId, sigma: f32) -> Result<()> {
         let material = self.existing(id)?;
-        if !Range::NON_NEGATIVE.contains(sigma) {
-            return Err(SolverError::InvalidParameter(format!(
-                "{} material: surface tension = {sigma} must be finite and >= 0",
-                material.name()
-            )));
-        }
         let others = (self.tension.iter().enumerate())
             .filter(|&(i, &t)| i != id.0 as usize && t > 0.0)
             .count();
-        if sigma > 0.0 && others == kernels::SURFACE_CHANNELS as usize {
-            return Err(SolverError::InvalidParameter(format!(
-                "{} material: at most {} materials have a surface tension",
-                material.name(),
-                kernels::SURFACE_CHANNELS
-            )));
-        }
+        check_surface_tension(&material.name(), sigma, others)?;
         self.tension[id.0 as usize] = sigma;
         self.upload()
     }

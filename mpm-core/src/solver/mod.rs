@@ -24,7 +24,9 @@ use boundary::SdfLattice;
 pub use boundary::{Collider, Condition, HeatBoundary, Sdf, SdfId, Shape, Walls};
 pub use energy::Energy;
 pub use error::{Result, SolverError};
-pub use material::{Material, MaterialId, MaterialTable, ParamValue, Range, Thermal};
+pub use material::{
+    check_surface_tension, Material, MaterialId, MaterialTable, ParamValue, Range, Thermal,
+};
 pub use particles::{HostParticles, Particles};
 pub use seeding::{Region, Sampling};
 pub use space::{Space, D2, D3};
@@ -609,13 +611,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// depth; 0 for none), which needs `Settings::surface_tension`. With a fixed time step,
     /// the step must resolve the material's capillary waves.
     pub fn set_surface_tension(&mut self, material: MaterialId, sigma: f32) -> Result<()> {
-        let Some(m) = self.materials.get(material) else {
-            return Err(SolverError::InvalidParameter(format!(
-                "material id {} is not one of the {} materials",
-                material.0,
-                self.materials.materials.len()
-            )));
-        };
+        let m = self.materials.existing(material)?;
         if sigma != 0.0 && !self.settings.surface_tension {
             return Err(SolverError::InvalidParameter(format!(
                 "{} material: a surface tension needs the solver's surface_tension setting on",
