@@ -380,6 +380,7 @@ proptest! {
 per_backend! {
     sparse_1d_and_3d_match_the_model => check_1d_and_3d,
     full_pool_is_a_clear_error_then_grows_and_blocks_are_reused => check_full_pool,
+    a_pool_with_a_block_per_slot_fills_under_contention => check_contended_full_pool,
     pools_grow_before_they_run_out_and_keep_every_field => check_growth_of_every_kind,
     sparse_fields_use_memory_where_cells_are_active => check_memory,
     two_trees_in_one_launch_and_fields_outside_the_kernel => check_two_trees,
@@ -519,6 +520,37 @@ fn check_full_pool(be: &BackendRef) {
     assert_eq!(tree.pool_capacities(), [8, 0]);
     let m = tree.memory().unwrap();
     assert!(m.in_use <= m.reserved, "{m:?}");
+}
+
+/// Every invocation activating at once, each block wanted by many of them, in a pool with
+/// exactly one block per slot: no contender may hold a block it does not install, or the
+/// last slot finds the pool empty. (When each contender took a block before racing for the
+/// slot, this failed within 30 rounds on two CPU threads.)
+fn check_contended_full_pool(be: &BackendRef) {
+    let tree = Tree::new(
+        be,
+        Layout::<2>::root()
+            .pointer([4, 4])
+            .dense([4, 4])
+            .reserve(16),
+    )
+    .unwrap();
+    assert_eq!(tree.pool_capacities(), [16, 0]);
+    let mut f = Field::<f32, 2>::place(&tree).unwrap();
+    // Every cell eight times, interleaved so that each thread's share covers every block.
+    let cells: Vec<(i32, i32)> = (0..2048).map(|k| ((k / 16) % 16, k % 16)).collect();
+    let idx = cell_field(be, &cells);
+    let ones = Field::from_slice(be, [2048], &[1.0f32; 2048]).unwrap();
+    for round in 0..100 {
+        tree.deactivate_all().unwrap();
+        add2(&mut f, &idx, &ones).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let values = f.download().unwrap();
+        assert!(
+            values.iter().all(|&v| v == 8.0),
+            "round {round}: every cell takes eight adds"
+        );
+    }
+    assert_eq!(tree.pool_capacities(), [16, 0]);
 }
 
 /// A frozen tree takes writes into its active cells and refuses, naming the field, writes

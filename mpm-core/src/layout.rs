@@ -196,8 +196,8 @@ pub struct PoolPlan {
     pub returned_len: u32,
     /// `capacity` words: recycled block indices.
     pub free: u32,
-    /// `capacity` words: blocks given back during a launch (lost allocation races, freed
-    /// blocks), recycled by [`Structure::recycle`] after it.
+    /// `capacity` words: blocks freed by deactivation after a launch, on their way back to
+    /// `free`.
     pub returned: u32,
     /// `capacity` words: for each child block, the slot that points at it (`EMPTY` if free).
     pub owner: u32,
@@ -238,6 +238,10 @@ pub struct Structure {
 
 /// An unallocated pointer slot (and a free block's owner).
 pub const EMPTY: u32 = u32::MAX;
+/// A pointer slot whose block is being installed, during a launch only: the invocation that
+/// locked it takes a block and stores it; others that want the slot wait for the store, and
+/// those that only read it see an inactive cell. Block indices stay below it.
+pub const LOCKED: u32 = u32::MAX - 1;
 /// Word 0 of the structure buffer: set to 1 + the pointer level whose pool ran out.
 pub const STATUS: u32 = 0;
 

@@ -2,15 +2,18 @@
 //! bookkeeping after each launch. The Vulkan backend's GLSL implements the same steps over
 //! the same words (see [`crate::layout::Structure`]).
 //!
-//! Activation never waits on another invocation: a writer that finds an empty pointer slot
-//! takes a block from the pool, then installs it with one compare-and-swap; a loser of that
-//! race uses the winner's block and gives its own back (it is still zero). Given-back and
-//! freed blocks return to the free list after the launch, in [`Sparse::maintain`].
+//! Activation locks the pointer slot first: the writer whose compare-and-swap turns an empty
+//! slot into [`LOCKED`] takes a block from the pool and stores it there; other writers that
+//! want the slot wait for that store (a few atomic operations), readers see an inactive cell.
+//! Taking the block only after winning the slot is what keeps a pool with a block for every
+//! slot from running out: when every contender took a block first and the losers gave theirs
+//! back after the launch, a fully activated tree could find its pool empty (it did, with two
+//! threads). Freed blocks return to the free list after the launch, in [`Sparse::maintain`].
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-use crate::layout::{LevelKind, Structure, EMPTY, STATUS};
+use crate::layout::{LevelKind, Structure, EMPTY, LOCKED, STATUS};
 
 /// A tree's structure words with their plan.
 #[derive(Clone, Copy)]
@@ -333,8 +336,8 @@ impl<'a> Sparse<'a> {
             LevelKind::Dense => Some(cell),
             LevelKind::Bitmasked => self.mark(table, cell, activate).then_some(cell),
             LevelKind::Pointer => match self.w(table + cell).load(Relaxed) {
-                EMPTY if activate => self.allocate(k, cell),
-                EMPTY => None,
+                EMPTY | LOCKED if activate => self.allocate(k, cell),
+                EMPTY | LOCKED => None,
                 child => Some(child),
             },
         }
@@ -355,24 +358,38 @@ impl<'a> Sparse<'a> {
         self.descend(k, p.level.kind, p.table, p.cell(block, c), activate)
     }
 
-    /// Installs a fresh child block in pointer slot `cell` of level `k`.
+    /// The child block of pointer slot `cell` of level `k`, installing a fresh one when the
+    /// slot is empty (or waiting while another worker installs one).
     #[cold]
     #[inline(never)]
     fn allocate(&self, k: usize, cell: u32) -> Option<u32> {
         let p = &self.plan.levels[k];
         let pool = p.pool.as_ref()?;
+        let slot = self.w(p.table + cell);
+        let mut spins = 0u32;
+        loop {
+            match slot.compare_exchange(EMPTY, LOCKED, Relaxed, Relaxed) {
+                Ok(_) => break,
+                Err(LOCKED) => {
+                    // The holder is between two atomic operations; if it was preempted
+                    // there, let it run.
+                    spins += 1;
+                    if spins < 64 {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                Err(child) => return Some(child),
+            }
+        }
         let taken = self.w(pool.free_taken).fetch_add(1, Relaxed);
-        let from_free = taken < self.w(pool.free_len).load(Relaxed);
-        let candidate = if from_free {
+        let block = if taken < self.w(pool.free_len).load(Relaxed) {
             self.w(pool.free + taken).load(Relaxed)
         } else {
             let fresh = self.w(pool.counter).fetch_add(1, Relaxed);
             if fresh >= pool.capacity {
-                // Out of blocks: fine if another worker installed one meanwhile (as on the GPU).
-                let child = self.w(p.table + cell).load(Relaxed);
-                if child != EMPTY {
-                    return Some(child);
-                }
+                slot.store(EMPTY, Relaxed);
                 let _ = self
                     .w(STATUS)
                     .compare_exchange(0, k as u32 + 1, Relaxed, Relaxed);
@@ -380,34 +397,11 @@ impl<'a> Sparse<'a> {
             }
             fresh
         };
-        match self
-            .w(p.table + cell)
-            .compare_exchange(EMPTY, candidate, Relaxed, Relaxed)
-        {
-            Ok(_) => {
-                self.w(pool.owner + candidate)
-                    .store(p.table + cell, Relaxed);
-                Some(candidate)
-            }
-            Err(winner) => {
-                // Lost the race for the slot: the untouched block goes back where it came
-                // from if nobody has taken one since; else it comes back when the launch ends,
-                // and until then a pool with a block for every slot can run out (the launch
-                // reports it; with several threads activating every block at once it does).
-                let (word, next) = match from_free {
-                    true => (pool.free_taken, taken + 1),
-                    false => (pool.counter, candidate + 1),
-                };
-                let undone = self
-                    .w(word)
-                    .compare_exchange(next, next - 1, Relaxed, Relaxed);
-                if undone.is_err() {
-                    let r = self.w(pool.returned_len).fetch_add(1, Relaxed);
-                    self.w(pool.returned + r).store(candidate, Relaxed);
-                }
-                Some(winner)
-            }
-        }
+        // Relaxed suffices: the block's data was cleared before the launch began, and the
+        // owner is read only after it ends.
+        self.w(pool.owner + block).store(p.table + cell, Relaxed);
+        slot.store(block, Relaxed);
+        Some(block)
     }
 
     /// Queues the deepest sparse cell above `c` for deactivation at the end of the launch.
@@ -421,7 +415,7 @@ impl<'a> Sparse<'a> {
             if k as u32 == plan.level {
                 let active = match p.level.kind {
                     LevelKind::Bitmasked => self.bit(p.table, cell),
-                    _ => self.w(p.table + cell).load(Relaxed) != EMPTY,
+                    _ => self.w(p.table + cell).load(Relaxed) < LOCKED,
                 };
                 let mark = 1 << (cell % 32);
                 if active && self.w(plan.queued + cell / 32).fetch_or(mark, Relaxed) & mark == 0 {
@@ -442,7 +436,7 @@ impl<'a> Sparse<'a> {
                 }
                 LevelKind::Pointer => {
                     block = self.w(p.table + cell).load(Relaxed);
-                    if block == EMPTY {
+                    if block >= LOCKED {
                         return;
                     }
                 }
@@ -522,7 +516,7 @@ impl<'a> Sparse<'a> {
     }
 
     /// After a launch: applies queued deactivations (clearing the units' data in every field
-    /// of the tree), recycles given-back blocks, and reports a pool that ran out (its level).
+    /// of the tree), recycles freed blocks, and reports a pool that ran out (its level).
     pub fn maintain(&self, fields: &[FieldWords<'_>]) -> Result<(), (u32, u32)> {
         if let Some(plan) = &self.plan.deactivation {
             let k = plan.level as usize;

@@ -1,9 +1,9 @@
 //! GLSL for sparse layout trees: the walks of `mpm_core::sparse` over a tree's structure
 //! buffer, specialised for its plan, and the maintenance shaders run after each launch.
 //!
-//! Everything is lock-free: activation allocates a block and installs it with one
-//! `atomicCompSwap`; a loser gives its block back to the pool's `returned` list. The plan's
-//! offsets are printed into the source as literals, so the shader cache key includes the plan.
+//! Activation locks the pointer slot (`atomicCompSwap` to `LOCKED`), then takes a block and
+//! stores it, as on the CPU. The plan's offsets are printed into the source as literals, so
+//! the shader cache key includes the plan.
 
 use std::fmt::Write as _;
 
@@ -11,6 +11,8 @@ use mpm_core::layout::{LevelKind, LevelPlan, Structure, STATUS};
 
 /// `0xffffffffu`: an empty pointer slot.
 const EMPTY: &str = "0xffffffffu";
+/// `0xfffffffeu`: a slot being installed ([`mpm_core::layout::LOCKED`]).
+const LOCKED: &str = "0xfffffffeu";
 
 /// The cell index of coordinates `c` (an `uvec3` expression) inside `block` at one level.
 fn cell_expr(p: &LevelPlan, block: &str, c: &str) -> String {
@@ -64,9 +66,8 @@ pub fn uses_subgroups(plan: &Structure) -> bool {
 /// `t{t}_deactivate(uvec3 c)` and `t{t}_coords(uint e, out uvec3 c)`.
 ///
 /// With `subgroups`, the invocations of a subgroup that find the same pointer slot empty
-/// elect one of them to allocate the block (a bounded loop over the distinct slots, no lock):
-/// on a GPU running a subgroup in lock-step, every contender would otherwise take a block
-/// from the pool and all but one would only give it back after the launch.
+/// elect one of them to allocate the block (a bounded loop over the distinct slots): on a GPU
+/// running a subgroup in lock-step, the others would otherwise spin on the slot's lock.
 ///
 /// In a `frozen` tree (`Tree::freeze`) `locate` activates nothing: it fails on an inactive
 /// cell whether `act` is set or not, and the tree has no allocation code.
@@ -80,31 +81,27 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -
         if frozen {
             continue;
         }
+        // The slot is locked before a block is taken (see `mpm_core::sparse`). The loop is
+        // safe on GPUs that run a subgroup in lock-step: the invocation that locks the slot
+        // stores the block and returns within the same iteration, before any waiting one
+        // goes round again.
         writeln!(
             out,
             "bool {tw}_alloc{k}_one(uint cell, out uint child) {{\n    \
-             uint taken = atomicAdd({tw}.w[{ft}u], 1u);\n    \
-             uint cand;\n    \
-             bool from_free = taken < {tw}.w[{fl}u];\n    \
-             if (from_free) {{\n        cand = {tw}.w[{free}u + taken];\n    }} else {{\n        \
-             uint fresh = atomicAdd({tw}.w[{cnt}u], 1u);\n        \
-             if (fresh >= {cap}u) {{\n            \
-             // Out of blocks: fine if another invocation installed one meanwhile.\n            \
-             child = atomicOr({tw}.w[{table}u + cell], 0u);\n            \
-             if (child != {EMPTY}) return true;\n            \
-             atomicCompSwap({tw}.w[{STATUS}u], 0u, {lvl}u);\n            \
-             child = 0u;\n            return false;\n        }}\n        cand = fresh;\n    }}\n    \
-             uint prev = atomicCompSwap({tw}.w[{table}u + cell], {EMPTY}, cand);\n    \
-             if (prev == {EMPTY}) {{\n        {tw}.w[{owner}u + cand] = {table}u + cell;\n        child = cand;\n    }} else {{\n        \
-             // Lost the race: the untouched block goes back where it came from if nobody\n        \
-             // has taken one since, else it comes back when the launch ends.\n        \
-             uint next = from_free ? taken + 1u : cand + 1u;\n        \
-             uint back = from_free ? atomicCompSwap({tw}.w[{ft}u], next, taken)\n                              \
-             : atomicCompSwap({tw}.w[{cnt}u], next, cand);\n        \
-             if (back != next) {{\n            \
-             uint r = atomicAdd({tw}.w[{rl}u], 1u);\n            {tw}.w[{ret}u + r] = cand;\n        }}\n        \
-             child = prev;\n    }}\n    \
-             return true;\n}}",
+             for (;;) {{\n        \
+             uint prev = atomicCompSwap({tw}.w[{table}u + cell], {EMPTY}, {LOCKED});\n        \
+             if (prev == {EMPTY}) {{\n            \
+             uint taken = atomicAdd({tw}.w[{ft}u], 1u);\n            \
+             if (taken < {tw}.w[{fl}u]) {{\n                child = {tw}.w[{free}u + taken];\n            }} else {{\n                \
+             child = atomicAdd({tw}.w[{cnt}u], 1u);\n                \
+             if (child >= {cap}u) {{\n                    \
+             atomicExchange({tw}.w[{table}u + cell], {EMPTY});\n                    \
+             atomicCompSwap({tw}.w[{STATUS}u], 0u, {lvl}u);\n                    \
+             child = 0u;\n                    return false;\n                }}\n            }}\n            \
+             {tw}.w[{owner}u + child] = {table}u + cell;\n            \
+             atomicExchange({tw}.w[{table}u + cell], child);\n            \
+             return true;\n        }}\n        \
+             if (prev != {LOCKED}) {{\n            child = prev;\n            return true;\n        }}\n    }}\n}}",
             ft = pool.free_taken,
             fl = pool.free_len,
             free = pool.free,
@@ -113,8 +110,6 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -
             lvl = k + 1,
             table = p.table,
             owner = pool.owner,
-            rl = pool.returned_len,
-            ret = pool.returned,
         )
         .unwrap();
         if subgroups {
@@ -125,9 +120,9 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -
                  if (cell == subgroupBroadcastFirst(cell)) {{\n            \
                  if (subgroupElect()) return {tw}_alloc{k}_one(cell, child);\n            \
                  // The elected invocation has installed a block (or found one), unless the\n            \
-                 // pool ran out or it has not run yet: then allocate as usual.\n            \
+                 // pool ran out or it is still at it: then allocate (or wait) as usual.\n            \
                  child = atomicOr({tw}.w[{table}u + cell], 0u);\n            \
-                 if (child != {EMPTY}) return true;\n            \
+                 if (child < {LOCKED}) return true;\n            \
                  return {tw}_alloc{k}_one(cell, child);\n        }}\n    }}\n}}",
                 table = p.table
             )
@@ -176,7 +171,7 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -
             LevelKind::Pointer => {
                 writeln!(
                     out,
-                    "    {{\n        uint child = {tw}.w[{}u + cell];\n        if (child == {EMPTY}) {{\n            \
+                    "    {{\n        uint child = {tw}.w[{}u + cell];\n        if (child >= {LOCKED}) {{\n            \
                      if (!act) return false;\n            if (!{tw}_alloc{k}(cell, child)) return false;\n        }}\n        \
                      block = child;\n    }}",
                     p.table
@@ -201,7 +196,7 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -
             if k as u32 == d.level {
                 let active = match p.level.kind {
                     LevelKind::Bitmasked => bit_test(&tw, p.table, "cell"),
-                    _ => format!("({tw}.w[{}u + cell] != {EMPTY})", p.table),
+                    _ => format!("({tw}.w[{}u + cell] < {LOCKED})", p.table),
                 };
                 writeln!(
                     out,
@@ -227,7 +222,7 @@ pub fn tree_helpers(t: usize, plan: &Structure, subgroups: bool, frozen: bool) -
                 .unwrap(),
                 LevelKind::Pointer => writeln!(
                     out,
-                    "    block = {tw}.w[{}u + cell];\n    if (block == {EMPTY}) return;",
+                    "    block = {tw}.w[{}u + cell];\n    if (block >= {LOCKED}) return;",
                     p.table
                 )
                 .unwrap(),
@@ -581,4 +576,13 @@ pub fn compaction_shaders(plan: &Structure, local_size: u32, max_groups_x: u32) 
     )
     .unwrap();
     [compact, indirect]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slot_markers_match_the_core() {
+        assert_eq!(super::EMPTY, format!("{:#x}u", mpm_core::layout::EMPTY));
+        assert_eq!(super::LOCKED, format!("{:#x}u", mpm_core::layout::LOCKED));
+    }
 }
