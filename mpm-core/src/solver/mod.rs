@@ -344,15 +344,15 @@ pub struct Grid<V: crate::Elem, const D: usize> {
     /// Velocities before the grid update, for FLIP.
     pub v0: Field<V, D>,
     pub m: Field<f32, D>,
-    /// F-bar's sums per node, `(w V0 (J - 1), w V0)` (one cell unless `Settings::f_bar`).
+    /// F-bar's sums per node, `(w V0 (J - 1), w V0)` (no cells unless `Settings::f_bar`).
     pub j: Field<Vec2, D>,
-    /// Heat per node (one cell unless `Settings::heat`): after P2G `(w m c, w m c T)`, after
+    /// Heat per node (no cells unless `Settings::heat`): after P2G `(w m c, w m c T)`, after
     /// the grid update the temperatures before and after conduction.
     pub heat: Field<Vec2, D>,
-    /// The conducted heat flowing into each node, W (one cell unless `Settings::heat`).
+    /// The conducted heat flowing into each node, W (no cells unless `Settings::heat`).
     pub q: Field<f32, D>,
     /// Each liquid's colour, its volume fraction per node, one channel per liquid with
-    /// surface tension (one cell unless `Settings::surface_tension`).
+    /// surface tension (no cells unless `Settings::surface_tension`).
     pub color: Field<Vec4, D>,
     /// The layout tree of a sparse grid.
     pub tree: Option<Arc<Tree<D>>>,
@@ -368,13 +368,14 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
         );
         match settings.grid {
             GridLayout::Dense => {
-                // A field over the grid, or a single cell where its option is off.
+                // A field over the grid, or no cells where its option is off: the loops over it
+                // then dispatch nothing.
                 fn dense<T: Elem, const D: usize>(
                     backend: &BackendRef,
                     res: [u32; D],
                     used: bool,
                 ) -> Result<Field<T, D>> {
-                    Ok(Field::new(backend, if used { res } else { [1; D] })?)
+                    Ok(Field::new(backend, if used { res } else { [0; D] })?)
                 }
                 Ok(Grid {
                     v: dense(backend, res, true)?,
@@ -399,7 +400,7 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                     top.dense([block; D])
                 };
                 let tree = Tree::new(backend, layout.reserve(reserve))?;
-                // A field placed in the tree, or a single dense cell where its option is off.
+                // A field placed in the tree, or no cells where its option is off.
                 fn placed<T: Elem, const D: usize>(
                     backend: &BackendRef,
                     tree: &Arc<Tree<D>>,
@@ -407,7 +408,7 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                 ) -> Result<Field<T, D>> {
                     Ok(match used {
                         true => Field::place(tree)?,
-                        false => Field::new(backend, [1; D])?,
+                        false => Field::new(backend, [0; D])?,
                     })
                 }
                 Ok(Grid {

@@ -426,7 +426,7 @@ macro_rules! substep {
             }
             // Heat has loops of its own, so that the others bind no heat field when it is
             // off (each field a loop uses costs every invocation a view in registers); off,
-            // `grid_heat` is a single cell.
+            // `grid_heat` has no cells (the loops over it run nothing).
             'heat_clear: for cell in grid_heat.active() {
                 if heat_count > 0 {
                     grid_heat[cell] = Vec2::ZERO;
@@ -477,7 +477,7 @@ macro_rules! substep {
                     }
                 }
             }
-            // Surface tension, in loops of its own as heat; off, `grid_color` is a single cell.
+            // Surface tension, in loops of its own as heat; off, `grid_color` has no cells.
             'color_clear: for cell in grid_color.active() {
                 if tension_count > 0 {
                     grid_color[cell] = Vec4::ZERO;
