@@ -4231,3 +4231,84 @@ fn host_constants_cast_in_kernels() {
         )
     });
 }
+
+// =========================================================================================
+// 37. `#[specialize]` scalars: the GPU compiles their values into the code, a pipeline set
+//     per value; calls that alternate between values get each value's code
+// =========================================================================================
+
+#[kernel]
+fn k_specialized(
+    out: &mut Field<i32>,
+    #[specialize] mode: i32,
+    #[specialize] negate: bool,
+    #[specialize] terms: u32,
+    scale: i32,
+) {
+    for i in out.indices() {
+        let mut v = 0;
+        for k in 0..terms {
+            v += k as i32 + 1;
+        }
+        if mode == 1 {
+            v += 100;
+        } else if mode < 0 {
+            v = v - 1000 + mode % 7;
+        }
+        if negate {
+            v = -v;
+        }
+        out[i] = v * scale + i as i32;
+    }
+}
+
+/// The kernel's arithmetic in Rust.
+fn specialized_model(mode: i32, negate: bool, terms: u32, scale: i32, i: i32) -> i32 {
+    let mut v = (1..=terms as i32).sum::<i32>();
+    if mode == 1 {
+        v += 100;
+    } else if mode < 0 {
+        v = v - 1000 + mode % 7;
+    }
+    if negate {
+        v = -v;
+    }
+    v.wrapping_mul(scale).wrapping_add(i)
+}
+
+/// Exact: a sequence of calls with values drawn from a few (i32::MIN among them, which GLSL
+/// cannot write as a literal), each call's result that of its own values.
+#[test]
+fn specialized_scalars_take_each_call_its_own_value() {
+    let call = (
+        prop_oneof![Just(0), Just(1), Just(-3), Just(i32::MIN)],
+        any::<bool>(),
+        0u32..5,
+        -50i32..50,
+    );
+    property(6, vec(call, 2..6), |bk, calls| {
+        agree(
+            bk,
+            false,
+            |be| {
+                let mut out = Field::<i32>::new(be, [N as u32])?;
+                let mut results = Vec::new();
+                for &(mode, negate, terms, scale) in &calls {
+                    k_specialized(&mut out, mode, negate, terms, scale)?;
+                    results.push(out.download()?);
+                }
+                Ok(results)
+            },
+            |c, g| {
+                for (k, &(mode, negate, terms, scale)) in calls.iter().enumerate() {
+                    let expected: Vec<i32> = (0..N as i32)
+                        .map(|i| specialized_model(mode, negate, terms, scale, i))
+                        .collect();
+                    prop_assert_eq!(&c[k], &expected, "the CPU, call {} {:?}", k, calls[k]);
+                    same(&format!("call {k} {:?}", calls[k]), &c[k], &g[k], Tol::Exact)?;
+                }
+                Ok(())
+            },
+        )
+    });
+}

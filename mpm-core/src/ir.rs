@@ -255,6 +255,9 @@ pub struct Kernel {
     pub name: String,
     pub fields: Vec<FieldParam>,
     pub scalars: Vec<Ty>,
+    /// The scalars marked `#[specialize]` (bool, i32 or u32): a GPU backend compiles their
+    /// values into the code, so that branches they decide cost nothing where not taken.
+    pub specialized: Vec<u32>,
     /// Shared expression arena for the loops and funcs.
     pub exprs: Vec<Expr>,
     pub vars: Vec<Var>,

@@ -197,6 +197,7 @@ pub fn kernel(
     name: &str,
     fields: Vec<ir::FieldParam>,
     scalars: Vec<Ty>,
+    specialized: Vec<u32>,
     body: impl FnOnce(),
 ) -> Result<ir::Kernel> {
     let tracer = Tracer {
@@ -204,6 +205,7 @@ pub fn kernel(
             name: name.to_string(),
             fields,
             scalars,
+            specialized,
             ..Default::default()
         },
         blocks: vec![Vec::new()],

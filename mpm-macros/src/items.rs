@@ -55,7 +55,7 @@ pub fn kernel(f: ItemFn) -> TokenStream {
     }
 }
 
-/// The parameters with `mut` removed (the wrapper only forwards them).
+/// The parameters with `mut` and `#[specialize]` removed (the wrapper only forwards them).
 fn plain_inputs(sig: &syn::Signature) -> TokenStream {
     let args = sig.inputs.iter().map(|a| match a {
         syn::FnArg::Typed(pt) => {
@@ -63,6 +63,7 @@ fn plain_inputs(sig: &syn::Signature) -> TokenStream {
             if let Pat::Ident(pi) = &mut *pt.pat {
                 pi.mutability = None;
             }
+            pt.attrs.retain(|a| !crate::signature::is_specialize(a));
             quote!(#pt)
         }
         other => quote!(#other),
@@ -218,6 +219,7 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
     let mut cpu_decls = Vec::new();
     let mut push_scalars = Vec::new();
     let mut field_idents = Vec::new();
+    let mut specialized_scalars: Vec<u32> = Vec::new();
     for p in params {
         match p {
             Param::Field {
@@ -246,8 +248,12 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
                 ty,
                 index,
                 mutable,
+                specialized,
             } => {
                 let k = *index as u32;
+                if *specialized {
+                    specialized_scalars.push(k);
+                }
                 if *mutable {
                     // A parameter the body assigns becomes a local variable.
                     let label = name.to_string();
@@ -277,6 +283,7 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
                     #name_str,
                     ::std::vec![#(#field_params),*],
                     ::std::vec![#(<#scalar_tys as ::mpm_core::Value>::ty()),*],
+                    ::std::vec![#(#specialized_scalars),*],
                     || {
                         #(#trace_decls)*
                         #trace_body
@@ -372,6 +379,15 @@ fn func_item(f: &ItemFn) -> Result<TokenStream> {
     let mut tys = Vec::new();
     for arg in &f.sig.inputs {
         let (name, _, ty) = arg_name(arg)?;
+        if let syn::FnArg::Typed(pt) = arg {
+            if let Some(a) = pt.attrs.iter().find(|a| crate::signature::is_specialize(a)) {
+                return Err(Error::new_spanned(
+                    a,
+                    "`#[specialize]` marks kernel parameters; a func is compiled into its kernel's \
+                     code, specialised with it",
+                ));
+            }
+        }
         if let syn::Type::Reference(r) = ty {
             return Err(Error::new_spanned(
                 r,

@@ -19,7 +19,14 @@ pub enum Param {
         index: usize,
         /// Declared `mut`: the body assigns it.
         mutable: bool,
+        /// Marked `#[specialize]`: GPU code is compiled for each value it takes.
+        specialized: bool,
     },
+}
+
+/// Whether an attribute is the parameter marker `#[specialize]`.
+pub fn is_specialize(a: &syn::Attribute) -> bool {
+    a.path().is_ident("specialize")
 }
 
 /// A field's dimension count: a literal, or a constant (`Field<Vec, D>` in code written once
@@ -151,6 +158,31 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
     let (mut fields, mut scalars) = (0, 0);
     for arg in &sig.inputs {
         let (name, mutable, ty) = arg_name(arg)?;
+        let marker = match arg {
+            FnArg::Typed(pt) => pt.attrs.iter().find(|a| is_specialize(a)),
+            FnArg::Receiver(_) => None,
+        };
+        if let Some(a) = marker {
+            if a.meta.require_path_only().is_err() {
+                return Err(Error::new_spanned(a, "`#[specialize]` takes no arguments"));
+            }
+            let flag_or_count = matches!(ty, Type::Path(tp) if ["bool", "i32", "u32"]
+                .iter()
+                .any(|t| tp.path.is_ident(t)));
+            if !flag_or_count {
+                return Err(Error::new_spanned(
+                    ty,
+                    "`#[specialize]` takes a bool, i32 or u32 scalar (a flag or a small count): \
+                     GPU code is compiled for each value it takes",
+                ));
+            }
+            if mutable {
+                return Err(Error::new_spanned(
+                    a,
+                    "a `#[specialize]` parameter is a constant of the launch: it cannot be `mut`",
+                ));
+            }
+        }
         match ty {
             Type::Reference(r) => {
                 match field_type(&r.elem) {
@@ -189,6 +221,7 @@ pub fn kernel_params(sig: &syn::Signature) -> Result<Vec<Param>> {
                     ty: other.clone(),
                     index: scalars,
                     mutable,
+                    specialized: marker.is_some(),
                 });
                 scalars += 1;
             }

@@ -1,6 +1,6 @@
 //! Prints kernel IR as GLSL compute shaders, one per parallel loop.
 //!
-//! Field shapes are specialised into the source as constants. Helper functions (integer
+//! Field shapes and `#[specialize]` scalars are specialised into the source as constants. Helper functions (integer
 //! division, per-field load/store/atomic-add with bounds checks, ...) and `#extension` lines
 //! are emitted on demand: printing the bodies records what they need, and [`Shader`]'s
 //! `Display` assembles the sections in dependency order.
@@ -22,6 +22,10 @@ use crate::sparse;
 pub struct GlslOptions<'a> {
     /// Shape of each field parameter (empty for 0-D fields).
     pub shapes: &'a [Vec<u32>],
+    /// The value (one word) of each of the kernel's `#[specialize]` scalars, in the order of
+    /// `Kernel::specialized`: printed as constants, so that the shader compiler drops the
+    /// branches they rule out.
+    pub specialized: &'a [u32],
     /// Use `GL_EXT_shader_atomic_float` for f32 atomic adds (else a compare-and-swap loop).
     pub float_atomics: bool,
     /// The same for `+=` on f32 words of shared arrays.
@@ -108,7 +112,25 @@ pub fn active_trees(
 
 /// Number of push-constant words: start and count of the loop, then the scalars.
 pub fn push_words(kernel: &Kernel) -> u32 {
-    abi::LOOP_WORDS + abi::scalar_words(&kernel.scalars)
+    abi::LOOP_WORDS + pushed_scalars(kernel).map(|(_, t)| t.words()).sum::<u32>()
+}
+
+/// The scalars a launch pushes, with their numbers: all but the `#[specialize]` ones, whose
+/// values are in the code.
+fn pushed_scalars(kernel: &Kernel) -> impl Iterator<Item = (usize, &Ty)> {
+    let specialized = |n: usize| kernel.specialized.iter().any(|&k| k as usize == n);
+    (kernel.scalars.iter().enumerate()).filter(move |(n, _)| !specialized(*n))
+}
+
+/// The scalar words a launch pushes (see [`pushed_scalars`]), out of all of them.
+pub fn push_scalar_words(kernel: &Kernel, scalars: &[u32]) -> Vec<u32> {
+    let offsets = abi::scalar_offsets(&kernel.scalars);
+    pushed_scalars(kernel)
+        .flat_map(|(n, t)| {
+            let at = offsets[n] as usize;
+            scalars[at..at + t.words() as usize].iter().copied()
+        })
+        .collect()
 }
 
 /// For each field: whether its float view is bound (it has f32 atomic adds and float atomics are on).
@@ -1334,22 +1356,32 @@ impl<'k> Printer<'k> {
     }
 
     fn scalar_defines(&self, out: &mut String) {
-        let offsets = abi::scalar_offsets(&self.k.scalars);
-        for (n, (t, off)) in self.k.scalars.iter().zip(offsets).enumerate() {
-            let off = abi::LOOP_WORDS + off;
+        // Offsets among the pushed words (specialised scalars have none).
+        let mut pushed = abi::LOOP_WORDS;
+        for (n, t) in self.k.scalars.iter().enumerate() {
+            let off = pushed;
             let word = |o: u32, s: Scalar| match s {
                 Scalar::F32 => format!("uintBitsToFloat(pc.w[{o}])"),
                 Scalar::I32 => format!("int(pc.w[{o}])"),
                 Scalar::U32 => format!("pc.w[{o}]"),
                 Scalar::Bool => format!("(pc.w[{o}] != 0u)"),
             };
-            let v = match t {
-                Ty::Scalar(s) => word(off, *s),
-                Ty::Vector(s, c) => {
+            let fixed = self.k.specialized.iter().position(|&k| k as usize == n);
+            if fixed.is_none() {
+                pushed += t.words();
+            }
+            let v = match (t, fixed.and_then(|i| self.opts.specialized.get(i))) {
+                (Ty::Scalar(Scalar::Bool), Some(&w)) => format!("{}", w != 0),
+                // Negative ones through the bits: `-2147483648` is no GLSL literal.
+                (Ty::Scalar(Scalar::I32), Some(&w)) if (w as i32) < 0 => format!("int({w}u)"),
+                (Ty::Scalar(Scalar::I32), Some(&w)) => format!("{w}"),
+                (Ty::Scalar(_), Some(&w)) => format!("{w}u"),
+                (Ty::Scalar(s), None) => word(off, *s),
+                (Ty::Vector(s, c), _) => {
                     let parts: Vec<String> = (0..*c as u32).map(|j| word(off + j, *s)).collect();
                     format!("{}vec{c}({})", vec_prefix(*s), parts.join(", "))
                 }
-                Ty::Matrix(c) => {
+                (Ty::Matrix(c), _) => {
                     let parts: Vec<String> = (0..(*c as u32).pow(2))
                         .map(|j| word(off + j, Scalar::F32))
                         .collect();

@@ -731,6 +731,7 @@ fn dense_options(
 ) -> GlslOptions<'_> {
     GlslOptions {
         shapes,
+        specialized: &[],
         float_atomics,
         shared_float_atomics: float_atomics,
         local_size: 64,

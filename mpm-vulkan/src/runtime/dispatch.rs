@@ -16,7 +16,7 @@ use crate::context::{backend_err, vk_err};
 use crate::glsl::{self};
 use crate::sparse;
 
-use super::pipelines::destroy_pipelines;
+use super::pipelines::{destroy_pipelines, KernelKey};
 use super::sparse_passes::{record_compaction, record_maintenance, status_stride};
 use super::{downcast, whole, write_storage_bindings, Runtime};
 
@@ -116,14 +116,28 @@ impl Runtime {
         }
         let shapes: Vec<Vec<u32>> = args.fields.iter().map(|f| f.shape.to_vec()).collect();
         let frozen: Vec<bool> = trees.iter().map(|t| t.frozen()).collect();
-        let key = (qname.clone(), shapes, field_trees, plans, frozen);
+        let pushed = glsl::push_scalar_words(&kernel, args.scalars);
+        let offsets = abi::scalar_offsets(&kernel.scalars);
+        let specialized = kernel
+            .specialized
+            .iter()
+            .map(|&n| args.scalars[offsets[n as usize] as usize])
+            .collect();
+        let key = KernelKey {
+            name: qname.clone(),
+            shapes,
+            field_trees,
+            plans,
+            frozen,
+            specialized,
+        };
         if !self.kernels.touch(&key) {
-            let kp = self.build(&kernel, &qname, &key.1, &key.2, &key.3, &key.4)?;
+            let kp = self.build(&kernel, &key)?;
             if let Some(old) = self.kernels.insert(key.clone(), kp) {
                 destroy_pipelines(&self.ctx.device, &old);
             }
         }
-        let loop_trees = glsl::active_loop_trees(&kernel, &key.2, &key.3);
+        let loop_trees = glsl::active_loop_trees(&kernel, &key.field_trees, &key.plans);
         let active_steps = self.prepare_active(&qname, &trees, &loop_trees)?;
         let kp = self
             .kernels
@@ -180,7 +194,7 @@ impl Runtime {
                     r.count
                 )));
             };
-            let push = abi::push_constants(r, args.scalars);
+            let push = abi::push_constants(r, &pushed);
             let active = loop_trees[l].and_then(|t| active_steps[t]);
             dispatches.push((groups, gx, gy, push, active));
         }

@@ -25,16 +25,18 @@ pub(super) struct KernelPipelines {
     pub(super) set: vk::DescriptorSet,
 }
 
-/// Pipelines of a kernel are specialised for the field shapes and the layout trees.
-/// A kernel's pipelines are keyed by its name, the field shapes, the fields' trees, the
-/// trees' plans and which trees are frozen.
-pub(super) type KernelKey = (
-    String,
-    Vec<Vec<u32>>,
-    Vec<Option<u32>>,
-    Vec<Structure>,
-    Vec<bool>,
-);
+/// What a kernel's pipelines are specialised for: everything its GLSL prints as constants.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct KernelKey {
+    pub(super) name: String,
+    pub(super) shapes: Vec<Vec<u32>>,
+    /// Per field, the tree of the launch it is placed on.
+    pub(super) field_trees: Vec<Option<u32>>,
+    pub(super) plans: Vec<Structure>,
+    pub(super) frozen: Vec<bool>,
+    /// The values of the kernel's `#[specialize]` scalars, in their order.
+    pub(super) specialized: Vec<u32>,
+}
 
 /// The pipelines of `N` helper passes over one tree plan: storage buffers at bindings
 /// 0.., no push constants, and a pipeline per pass (`None` where the plan needs no pass).
@@ -74,15 +76,9 @@ impl Runtime {
         Ok(k)
     }
 
-    pub(super) fn build(
-        &mut self,
-        kernel: &Kernel,
-        qname: &str,
-        shapes: &[Vec<u32>],
-        field_trees: &[Option<u32>],
-        trees: &[Structure],
-        frozen: &[bool],
-    ) -> Result<KernelPipelines> {
+    pub(super) fn build(&mut self, kernel: &Kernel, key: &KernelKey) -> Result<KernelPipelines> {
+        let qname = key.name.as_str();
+        let (field_trees, trees) = (&key.field_trees[..], &key.plans[..]);
         let caps = &self.ctx.caps;
         let push_words = glsl::push_words(kernel);
         if push_words * 4 > caps.max_push_constants_size {
@@ -103,13 +99,14 @@ impl Runtime {
             }
         }
         let opts = GlslOptions {
-            shapes,
+            shapes: &key.shapes,
+            specialized: &key.specialized,
             float_atomics: caps.float_atomic_add,
             shared_float_atomics: caps.shared_float_atomic_add,
             local_size: LOCAL_SIZE,
             field_trees,
             trees,
-            frozen,
+            frozen: &key.frozen,
             // `MPM_VK_NO_SUBGROUPS=1`: sparse activation without subgroup election (every
             // contender for an empty pointer slot takes a block), for comparison and debugging.
             subgroups: caps.subgroup_ballot && std::env::var_os("MPM_VK_NO_SUBGROUPS").is_none(),
