@@ -4305,7 +4305,12 @@ fn specialized_scalars_take_each_call_its_own_value() {
                         .map(|i| specialized_model(mode, negate, terms, scale, i))
                         .collect();
                     prop_assert_eq!(&c[k], &expected, "the CPU, call {} {:?}", k, calls[k]);
-                    same(&format!("call {k} {:?}", calls[k]), &c[k], &g[k], Tol::Exact)?;
+                    same(
+                        &format!("call {k} {:?}", calls[k]),
+                        &c[k],
+                        &g[k],
+                        Tol::Exact,
+                    )?;
                 }
                 Ok(())
             },

@@ -315,9 +315,12 @@ macro_rules! compile_models {
         /// One particle's constitutive update: the trial displacement gradient `h = F - I`
         /// through the update of its material's `kind`. Returns `(h, tau, Jp)`. `elastic` is
         /// `(mu, lambda, -, -)`, `params` the material's row (see `Material`). User materials
-        /// keep `tau`, which their hook writes.
+        /// keep `tau`, which their hook writes. `kinds` has bit `k` set for each kind present
+        /// (`MaterialTable::kinds`): a kernel that specialises on it compiles only their
+        /// updates.
         #[$crate::func]
         pub fn constitutive(
+            kinds: u32,
             kind: i32,
             h: Mat,
             c: Mat,
@@ -331,7 +334,7 @@ macro_rules! compile_models {
             let mut h_new = h;
             let mut tau_new = tau;
             let mut jp_new = jp;
-            $(if kind == $kind {
+            $(if kind == $kind && (kinds & (1u32 << ($kind as u32))) != 0u32 {
                 let (h1, tau1, jp1) = updates::$name::update(h, c, tau, jp, mu, lambda, params);
                 h_new = h1;
                 tau_new = tau1;
@@ -343,12 +346,21 @@ macro_rules! compile_models {
         /// The P-wave modulus of a particle's updated state (see [`material_table!`]), so
         /// that its fastest wave runs at `sqrt(M / rho0)`; a user material's rest modulus
         /// `lambda + 2 mu` (its stress is the hook's: the engine cannot see it stiffen).
+        /// `kinds` as for [`constitutive`].
         #[$crate::func]
-        pub fn wave_modulus(kind: i32, h: Mat, tau: Mat, jp: f32, elastic: Vec4, params: Vec4) -> f32 {
+        pub fn wave_modulus(
+            kinds: u32,
+            kind: i32,
+            h: Mat,
+            tau: Mat,
+            jp: f32,
+            elastic: Vec4,
+            params: Vec4,
+        ) -> f32 {
             let mu = elastic.x;
             let lambda = elastic.y;
             let mut modulus = lambda + 2.0 * mu;
-            $(if kind == $kind {
+            $(if kind == $kind && (kinds & (1u32 << ($kind as u32))) != 0u32 {
                 modulus = updates::$name::modulus(h, tau, jp, mu, lambda, params);
             } else)* {}
             modulus
@@ -454,7 +466,7 @@ mod tests {
                             })
                             .fold(f32::MIN, f32::max);
                         let modulus = |f: $mat| {
-                            $dim::wave_modulus(*kind, f - $mat::IDENTITY, stress(f), jp, elastic, *row)
+                            $dim::wave_modulus(u32::MAX, *kind, f - $mat::IDENTITY, stress(f), jp, elastic, *row)
                         };
                         let diagonal = modulus($mat::from_diagonal(s));
                         assert!(

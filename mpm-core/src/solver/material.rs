@@ -288,7 +288,7 @@ macro_rules! define_materials {
                 let (kind, row) = self.kind_and_row(3, 1.0);
                 let lame = Vec4::new(mu, lambda, 0.0, 0.0);
                 let modulus =
-                    dim3::wave_modulus(kind, Mat3::ZERO, Mat3::ZERO, 1.0, lame, row);
+                    dim3::wave_modulus(u32::MAX, kind, Mat3::ZERO, Mat3::ZERO, 1.0, lame, row);
                 (modulus / self.density()).sqrt()
             }
 
@@ -622,6 +622,14 @@ impl MaterialTable {
     }
 
     /// Whether any material's stiffness depends on temperature.
+    /// Bit `k` set for each material kind `k` in the table (the kernels' `kinds`, on which
+    /// they specialise: a scene compiles only its materials' updates for the GPU).
+    pub fn kinds(&self) -> u32 {
+        self.materials.iter().fold(0, |bits, m| {
+            bits | 1 << m.kind_and_row(self.dimension, self.cell).0
+        })
+    }
+
     pub fn softens(&self) -> bool {
         self.thermal.iter().any(|t| !t.softening.is_empty())
     }
@@ -746,7 +754,7 @@ mod tests {
 
             let (kind, elastic, row) = m.rows(3, 0.01);
             let (h3, tau3, jp3) =
-                dim3::constitutive(kind, h, Mat3::ZERO, Mat3::ZERO, jp, elastic, row);
+                dim3::constitutive(u32::MAX, kind, h, Mat3::ZERO, Mat3::ZERO, jp, elastic, row);
             assert_eq!(jp3, jp, "{}: no plastic flow expected", m.name());
             let want = stress_of_energy(&m, h3.as_dmat3(), jp.into());
             close(tau3.as_dmat3(), want, "3D");
@@ -755,7 +763,7 @@ mod tests {
             let h2 = Mat2::from_cols(h.x_axis.truncate(), h.y_axis.truncate());
             let (kind, elastic, row) = m.rows(2, 0.01);
             let (h2_new, tau2, _) =
-                dim2::constitutive(kind, h2, Mat2::ZERO, Mat2::ZERO, jp, elastic, row);
+                dim2::constitutive(u32::MAX, kind, h2, Mat2::ZERO, Mat2::ZERO, jp, elastic, row);
             let padded = DMat3::from_cols(
                 h2_new.x_axis.as_dvec2().extend(0.0),
                 h2_new.y_axis.as_dvec2().extend(0.0),

@@ -86,7 +86,9 @@ macro_rules! substep_call {
             $s.damping,
             $s.viscosity.0,
             $s.viscosity.1,
+            $s.viscosity.0 + $s.viscosity.1 > 0.0,
             $s.flip,
+            $s.flip > 0.0,
             $s.n_colliders,
             $s.wall_thickness,
             $s.walls.0,
@@ -99,6 +101,7 @@ macro_rules! substep_call {
             Vec2::new($s.wall_heat.0, $s.wall_heat.1),
             $s.soften,
             if $s.tension { count } else { 0 },
+            $t.kinds(),
         )?)
     }};
 }
@@ -180,6 +183,7 @@ macro_rules! space {
                     start,
                     end,
                     t.softens(),
+                    t.kinds(),
                 )?)
             }
         }

@@ -341,7 +341,7 @@ macro_rules! substep {
         ///
         /// FLIP's increment is the grid velocity's change over the whole step, stress
         /// included, so `grid_v0` holds the particles' momentum over mass without the stress
-        /// impulse (which MLS-MPM folds into P2G); it is scattered only when `flip > 0`.
+        /// impulse (which MLS-MPM folds into P2G); it is scattered only `with_flip` (`flip > 0`).
         ///
         /// `dinv` is the inverse of APIC's inertia-like tensor, `4 / dx^2` for quadratic and
         /// `3 / dx^2` for cubic splines (Jiang et al. 2015, "The affine particle-in-cell
@@ -355,6 +355,13 @@ macro_rules! substep {
         /// particle's conduction into `grid_q`, and `'heat_g2p` gives the particles their
         /// nodes' change. `table` holds `MATERIAL_ROWS` rows per material (see
         /// `MaterialTable`); the softening curve scales `mu` when `soften`.
+        ///
+        /// The `#[specialize]` parameters (`with_flip`, `viscous`, `n_colliders`,
+        /// `track_speed`, `soften` and `kinds`, the material kinds present as bits) are
+        /// constant through a run: GPU code compiled for their values leaves out the FLIP
+        /// scatter, bulk viscosity, colliders and the updates of absent kinds where unused
+        /// (on lavapipe, which runs untaken branches under a mask, mpm3d.toml's grid update
+        /// took 10 ms with its collider loop of zero trips, 3.3 without).
         ///
         /// With surface tension (`tension_count` = `count`, else 0; see
         /// `Settings::surface_tension`) `'color_p2g` scatters each liquid's volume fraction into
@@ -395,19 +402,22 @@ macro_rules! substep {
             damping: f32,
             visc_linear: f32,
             visc_quadratic: f32,
+            #[specialize] viscous: bool,
             flip: f32,
-            n_colliders: i32,
+            #[specialize] with_flip: bool,
+            #[specialize] n_colliders: i32,
             wall_thickness: i32,
             wall_condition: i32,
             wall_friction: f32,
             margin: f32,
             max_speed: f32,
-            track_speed: bool,
+            #[specialize] track_speed: bool,
             f_bar_count: u32,
             heat_count: u32,
             wall_heat: Vec2,
-            soften: bool,
+            #[specialize] soften: bool,
             tension_count: u32,
+            #[specialize] kinds: u32,
         ) {
             let inv_dx = 1.0 / dx;
             let cell_volume = pow(dx, DIM as f32);
@@ -452,7 +462,7 @@ macro_rules! substep {
                                 let dpos = (to_vec(o) - fx) * dx;
                                 grid_v[base + o] += weight * (momentum + affine * dpos);
                                 grid_m[base + o] += weight * m;
-                                if flip > 0.0 {
+                                if with_flip {
                                     grid_v0[base + o] += weight * (momentum + apic * dpos);
                                 }
                             }
@@ -591,7 +601,7 @@ macro_rules! substep {
                     }
                     gv = walls(cell, gv, res, wall_thickness, wall_condition, wall_friction);
                     grid_v[cell] = gv;
-                    if flip > 0.0 {
+                    if with_flip {
                         grid_v0[cell] = grid_v0[cell] / m;
                     }
                 }
@@ -736,7 +746,7 @@ macro_rules! substep {
                                 let g = grid_v[base + o];
                                 v_pic += weight * g;
                                 b += weight * outer(g, dpos);
-                                if flip > 0.0 {
+                                if with_flip {
                                     v_change += weight * (g - grid_v0[base + o]);
                                 }
                             }
@@ -824,12 +834,12 @@ macro_rules! substep {
                         }
                     }
                     let (h_new, mut tau_new, jp_new) =
-                        materials::constitutive(kind, trial, new_c, tau[p], jp[p], e, model);
+                        materials::constitutive(kinds, kind, trial, new_c, tau[p], jp[p], e, model);
                     // Artificial bulk viscosity in compression (see `BulkViscosity`): Kirchhoff
                     // `J (-q I)` with `J rho = rho0`, the row's density.
                     let rate = trace(new_c);
-                    let viscous = visc_linear + visc_quadratic > 0.0 && kind != USER_KIND;
-                    if viscous {
+                    let viscous_here = viscous && kind != USER_KIND;
+                    if viscous_here {
                         tau_new -= viscous_pressure(
                             rate,
                             table[r + ELASTIC_ROW],
@@ -876,11 +886,12 @@ macro_rules! substep {
                             // speed, widened by bulk viscosity to `Q + sqrt(Q^2 + c^2)`.
                             // The unsoftened row: a bound on the softened stiffness.
                             let e = table[r + ELASTIC_ROW];
-                            let modulus =
-                                materials::wave_modulus(kind, h_new, tau_new, jp_new, e, model);
+                            let modulus = materials::wave_modulus(
+                                kinds, kind, h_new, tau_new, jp_new, e, model,
+                            );
                             let wave = sqrt(max(modulus, 0.0) / e.z);
                             let mut signal = wave;
-                            if viscous {
+                            if viscous_here {
                                 let q = visc_linear * wave + visc_quadratic * dx * max(-rate, 0.0);
                                 signal = q + sqrt(q * q + wave * wave);
                             }
@@ -947,6 +958,7 @@ macro_rules! substep {
                         e = softened(e, temperature[p], table[curve], table[curve + 1]);
                     }
                     let (_h, mut tau_bar, _jp) = materials::constitutive(
+                        kinds,
                         table[r + KIND_ROW].x as i32,
                         h_bar,
                         c[p],
@@ -955,7 +967,7 @@ macro_rules! substep {
                         e,
                         table[r + MODEL_ROW],
                     );
-                    if visc_linear + visc_quadratic > 0.0 {
+                    if viscous {
                         tau_bar -= viscous_pressure(
                             trace(c[p]),
                             table[r + ELASTIC_ROW],
@@ -1016,7 +1028,8 @@ pub fn init_stress(
     table: &Field<Vec4>,
     start: u32,
     end: u32,
-    soften: bool,
+    #[specialize] soften: bool,
+    #[specialize] kinds: u32,
 ) {
     'stress: for p in start..end {
         let id = material[p];
@@ -1030,7 +1043,7 @@ pub fn init_stress(
             let kind = table[r + KIND_ROW].x as i32;
             let model = table[r + MODEL_ROW];
             let (h_new, tau_new, jp_new) =
-                materials::constitutive(kind, grad_u[p], c[p], tau[p], jp[p], e, model);
+                materials::constitutive(kinds, kind, grad_u[p], c[p], tau[p], jp[p], e, model);
             grad_u[p] = h_new;
             tau[p] = tau_new;
             jp[p] = jp_new;
