@@ -7,7 +7,8 @@
 
 pub use error::{Error, Result};
 pub use mpm_core::{
-    self as core, func, glam, kernel, Backend, BackendKind, BackendRef, Field, Layout, Memory, Tree,
+    self as core, func, glam, kernel, only_loops, Backend, BackendKind, BackendRef, Field, Layout,
+    Memory, Tree,
 };
 pub use mpm_cpu::CpuBackend;
 pub use mpm_vulkan::{VulkanBackend, VulkanOptions};

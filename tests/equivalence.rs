@@ -4317,3 +4317,100 @@ fn specialized_scalars_take_each_call_its_own_value() {
         )
     });
 }
+
+// =========================================================================================
+// 38. `only_loops`: a kernel run in parts, with host work between them, as one launch would
+//     run it with that work done at the same point
+// =========================================================================================
+
+const SUMS: usize = 4;
+
+#[kernel]
+fn k_parts(out: &mut Field<i32>, sums: &mut Field<i32>, scale: i32) {
+    'fill: for i in out.indices() {
+        out[i] = i as i32 * scale;
+    }
+    'clear: for s in sums.active() {
+        sums[s] = 0;
+    }
+    'sum: for i in out.indices() {
+        sums[i % 4] += out[i];
+    }
+    'double: for s in sums.active() {
+        sums[s] = 2 * sums[s] + 1;
+    }
+}
+
+/// Exact: `'fill` alone, the host adds `bump` to `out`, then `'clear..='double`; the sums
+/// are the model's, and running `'clear..='sum` and `'double` apart gives the same.
+#[test]
+fn a_kernel_runs_in_parts_with_host_work_between() {
+    property(
+        6,
+        (-20i32..20, -5i32..5, any::<bool>()),
+        |bk, (scale, bump, split)| {
+            agree(
+                bk,
+                false,
+                |be| {
+                    let mut out = Field::<i32>::new(be, [N as u32])?;
+                    let mut sums = Field::<i32>::new(be, [SUMS as u32])?;
+                    sums.upload(&[7; SUMS])?;
+                    mpm::only_loops("fill", "fill", || k_parts(&mut out, &mut sums, scale))?;
+                    let untouched = sums.download()?;
+                    let bumped: Vec<i32> = out.download()?.iter().map(|v| v + bump).collect();
+                    out.upload(&bumped)?;
+                    match split {
+                        true => {
+                            mpm::only_loops("clear", "sum", || k_parts(&mut out, &mut sums, 0))?;
+                            mpm::only_loops("double", "double", || {
+                                k_parts(&mut out, &mut sums, 0)
+                            })?;
+                        }
+                        false => {
+                            mpm::only_loops("clear", "double", || k_parts(&mut out, &mut sums, 0))?
+                        }
+                    }
+                    Ok((untouched, out.download()?, sums.download()?))
+                },
+                |c, g| {
+                    let out: Vec<i32> = (0..N as i32).map(|i| i * scale + bump).collect();
+                    let mut sums = [0i32; SUMS];
+                    for (i, v) in out.iter().enumerate() {
+                        sums[i % SUMS] += v;
+                    }
+                    let sums: Vec<i32> = sums.iter().map(|s| 2 * s + 1).collect();
+                    prop_assert_eq!(&c.0, &vec![7; SUMS], "'fill alone left the sums alone");
+                    prop_assert_eq!(&c.1, &out, "out after the parts");
+                    prop_assert_eq!(&c.2, &sums, "the sums after the parts");
+                    same("the sums of 'fill alone", &c.0, &g.0, Tol::Exact)?;
+                    same("out", &c.1, &g.1, Tol::Exact)?;
+                    same("the sums", &c.2, &g.2, Tol::Exact)
+                },
+            )
+        },
+    );
+}
+
+/// A window naming a loop the kernel lacks, or running backwards, is an error that names it.
+#[test]
+fn only_loops_refuses_unknown_or_reversed_labels() {
+    with_backends(|b| {
+        for be in [&b.cpu, &b.vk] {
+            let mut out = Field::<i32>::new(&be, [N as u32]).unwrap();
+            let mut sums = Field::<i32>::new(&be, [SUMS as u32]).unwrap();
+            let unknown = mpm::only_loops("fill", "p2g", || k_parts(&mut out, &mut sums, 1));
+            let message = unknown.unwrap_err().to_string();
+            assert!(
+                message.contains("no loop labelled `p2g`") && message.contains("`double`"),
+                "{message}"
+            );
+            let reversed = mpm::only_loops("sum", "fill", || k_parts(&mut out, &mut sums, 1));
+            let message = reversed.unwrap_err().to_string();
+            assert!(message.contains("`fill` comes before `sum`"), "{message}");
+            // Outside the window every loop runs again.
+            k_parts(&mut out, &mut sums, 1).unwrap();
+            assert_eq!(out.download().unwrap()[3], 3);
+        }
+    });
+}

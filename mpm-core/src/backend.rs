@@ -99,6 +99,9 @@ pub struct LaunchArgs<'a> {
     pub scalars: &'a [u32],
     /// One range per top-level loop, in order.
     pub ranges: &'a [LoopRange],
+    /// The top-level loops to run (all of them but for [`crate::kernel::only_loops`]); the
+    /// others, and their `let`s, are skipped.
+    pub loops: std::ops::Range<usize>,
 }
 
 /// What a launch hands back.
@@ -144,8 +147,8 @@ pub trait Backend: Send + Sync + 'static {
     fn read(&self, buffer: &dyn Buffer) -> Result<Vec<u32>>;
     /// Sets the buffer's first `words` words to zero (an error past its end).
     fn fill_zero(&self, buffer: &dyn Buffer, words: usize) -> Result<()>;
-    /// Runs all loops of the kernel in order, each to completion before the next, then the
-    /// trees' maintenance; returns when the results are visible to `read`.
+    /// Runs the kernel's loops in [`LaunchArgs::loops`] in order, each to completion before
+    /// the next, then the trees' maintenance; returns when the results are visible to `read`.
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> LaunchReport;
     /// Accumulated per-loop times since the last reset (GPU timestamps on Vulkan).
     fn profile(&self) -> Vec<LoopTiming>;

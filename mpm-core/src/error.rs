@@ -11,6 +11,20 @@ pub enum Error {
          or thaw the tree"
     )]
     InactiveWrite { kernel: String, field: String },
+    #[error("kernel `{kernel}` has no loop labelled `{label}` (its loops: {loops})")]
+    NoSuchLoop {
+        kernel: String,
+        label: String,
+        loops: String,
+    },
+    #[error(
+        "kernel `{kernel}`: loop `{last}` comes before `{first}`, so `only_loops` would run none"
+    )]
+    LoopsReversed {
+        kernel: String,
+        first: String,
+        last: String,
+    },
     #[error("kernel `{kernel}`: its fields live on different backends")]
     MixedBackends { kernel: String },
     #[error("data of {got} elements does not fit field of shape {shape:?} ({expected} elements)")]

@@ -39,6 +39,8 @@ pub struct HostArgs<'a> {
     pub fields: Vec<HostField<'a>>,
     pub scalars: &'a [u32],
     pub ranges: &'a [LoopRange],
+    /// The top-level loops to run (see [`crate::backend::LaunchArgs::loops`]).
+    pub loops: std::ops::Range<usize>,
     /// The launch's status word (see [`crate::abi::status_error`]): the first field accessed
     /// out of bounds or written where its frozen tree is inactive.
     pub out_of_bounds: AtomicUsize,
@@ -78,6 +80,11 @@ impl<'a> HostArgs<'a> {
             }
             laps.times[index] += took;
         }
+    }
+
+    /// Whether top-level loop `index` runs in this launch (generated code asks before each).
+    pub fn runs(&self, index: usize) -> bool {
+        self.loops.contains(&index)
     }
 
     /// A typed view of field parameter `n`.

@@ -30,6 +30,7 @@ pub use backend::{Backend, BackendKind, BackendRef, KernelDesc};
 pub use error::{Error, Result};
 pub use field::{Field, Memory, Tree};
 pub use glam;
+pub use kernel::only_loops;
 pub use layout::Layout;
 pub use mpm_macros::{func, kernel};
 pub use types::{Elem, Value};

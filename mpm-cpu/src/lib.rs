@@ -78,13 +78,15 @@ impl CpuBackend {
             fields,
             scalars: args.scalars,
             ranges: args.ranges,
+            loops: args.loops.clone(),
             out_of_bounds: AtomicUsize::new(0),
             reproducible: !self.shared_atomics,
             laps: Mutex::new(Laps::start()),
         };
         self.run(|| (kernel.cpu)(&host));
         if let (Ok(mut p), Ok(laps)) = (self.profile.lock(), host.laps.lock()) {
-            for (k, &took) in laps.times.iter().enumerate() {
+            let ran = laps.times.iter().enumerate().skip(host.loops.start);
+            for (k, &took) in ran.take(host.loops.len()) {
                 let key = (kernel.module, kernel.name, k);
                 let t = p.entry(key).or_insert_with(|| LoopTiming {
                     kernel: name.clone(),

@@ -197,7 +197,8 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
             }
             Top::Loop(l) => {
                 let k = loop_names.len();
-                cpu_body.extend(cpu_loop(l));
+                let run = cpu_loop(l);
+                cpu_body.extend(quote!(if __args.runs(#k) { #run }));
                 cpu_body.extend(quote!(__args.lap(#k);));
                 loop_names.push(l.name.clone().unwrap_or_default());
                 let (traced, range) = trace_loop(l, &trace);

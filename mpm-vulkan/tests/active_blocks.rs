@@ -96,6 +96,7 @@ fn check(be: &mpm_vulkan::VulkanBackend, layout: Layout<2>, cells: &[[u32; 2]]) 
             trees: vec![tree.clone()],
             scalars: &[],
             ranges: &ranges,
+            loops: 0..ranges.len(),
         };
         be.launch(&d, &args).outcome.unwrap();
     }

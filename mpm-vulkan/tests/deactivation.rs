@@ -161,6 +161,7 @@ fn check(be: &mpm_vulkan::VulkanBackend, cases: &[Case]) -> Vec<u32> {
         trees,
         scalars: &[],
         ranges: &ranges,
+        loops: 0..ranges.len(),
     };
     match cases.len() {
         1 => be.launch(&desc!("drop", ["grid", "xs", "ys"], trace_drop), &args),

@@ -195,7 +195,11 @@ impl Runtime {
                 )));
             };
             let push = abi::push_constants(r, &pushed);
-            let active = loop_trees[l].and_then(|t| active_steps[t]);
+            // A loop outside the launch's window (`only_loops`) records nothing.
+            let (groups, active) = match args.loops.contains(&l) {
+                true => (groups, loop_trees[l].and_then(|t| active_steps[t])),
+                false => (0, None),
+            };
             dispatches.push((groups, gx, gy, push, active));
         }
         let maint = self.prepare_maintenance(&qname, &trees)?;
@@ -294,14 +298,14 @@ impl Runtime {
             } else {
                 (1u64 << caps.timestamp_valid_bits) - 1
             };
-            for l in 0..loops as usize {
+            for l in args.loops.clone() {
                 let ticks = stamps[2 * l + 1].wrapping_sub(stamps[2 * l]) & mask;
                 let t =
                     Duration::from_nanos((ticks as f64 * caps.timestamp_period_ns as f64) as u64);
                 self.record_time(desc, &qname, l, t);
             }
         } else {
-            for l in 0..loops as usize {
+            for l in args.loops.clone() {
                 self.record_time(desc, &qname, l, Duration::ZERO);
             }
         }

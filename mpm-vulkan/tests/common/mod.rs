@@ -135,6 +135,7 @@ pub fn run(
         trees: Vec::new(),
         scalars,
         ranges: &ranges,
+        loops: 0..ranges.len(),
     };
     be.launch(desc, &args).outcome
 }
