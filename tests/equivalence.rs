@@ -4397,8 +4397,8 @@ fn a_kernel_runs_in_parts_with_host_work_between() {
 fn only_loops_refuses_unknown_or_reversed_labels() {
     with_backends(|b| {
         for be in [&b.cpu, &b.vk] {
-            let mut out = Field::<i32>::new(&be, [N as u32]).unwrap();
-            let mut sums = Field::<i32>::new(&be, [SUMS as u32]).unwrap();
+            let mut out = Field::<i32>::new(be, [N as u32]).unwrap();
+            let mut sums = Field::<i32>::new(be, [SUMS as u32]).unwrap();
             let unknown = mpm::only_loops("fill", "p2g", || k_parts(&mut out, &mut sums, 1));
             let message = unknown.unwrap_err().to_string();
             assert!(
