@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # The engine as a library, without the program's window, progress bars and signal handling.
 cargo check -p mpm --lib --no-default-features
-cargo test --workspace
+# With MPI: tests/ranks.rs runs itself under mpirun on 2 and 3 ranks.
+cargo test --workspace --features mpi

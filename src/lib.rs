@@ -23,6 +23,8 @@ pub mod error;
 pub mod files;
 pub mod mesh;
 pub mod output;
+#[cfg(feature = "mpi")]
+pub mod ranks;
 pub mod render;
 pub mod scene_file;
 pub mod usage;

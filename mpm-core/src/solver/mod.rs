@@ -13,6 +13,7 @@ mod error;
 pub mod kernels;
 pub mod material;
 pub mod particles;
+pub mod ranks;
 pub mod seeding;
 mod space;
 
@@ -28,6 +29,7 @@ pub use material::{
     check_surface_tension, Material, MaterialId, MaterialTable, ParamValue, Range, Thermal,
 };
 pub use particles::{HostParticles, Particles};
+pub use ranks::{RankReport, Ranks, Slabs};
 pub use seeding::{Region, Sampling};
 pub use space::{Space, D2, D3};
 
@@ -489,6 +491,8 @@ pub struct Solver<S: Space<D>, const D: usize> {
     seed: u32,
     /// Particles removed so far because they left the domain.
     removed: u64,
+    /// This rank's share of a run decomposed across processes (`decompose`).
+    ranks: Option<ranks::Decomposition>,
 }
 
 impl<S: Space<D>, const D: usize> Solver<S, D> {
@@ -522,6 +526,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             speed_bound: 0.0,
             seed: 0,
             removed: 0,
+            ranks: None,
             backend: backend.clone(),
             settings,
         })
@@ -888,6 +893,20 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 "particle at {p:?} lies outside the domain's interior {lo:?}..{hi:?}"
             )));
         }
+        // A decomposed run keeps what its slab holds (every rank adds the same particles).
+        let owned: (Vec<[f32; D]>, Vec<[f32; D]>);
+        let (positions, velocities) = match &self.ranks {
+            Some(d) => {
+                let dx = self.settings.dx;
+                owned = positions
+                    .iter()
+                    .zip(velocities)
+                    .filter(|(p, _)| d.owns(p[0], dx))
+                    .unzip();
+                (&owned.0[..], &owned.1[..])
+            }
+            None => (positions, velocities),
+        };
         let n = positions.len();
         let density = m.density();
         let temperature = self
@@ -993,6 +1012,10 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// Advances one substep; returns its time step.
     pub fn substep(&mut self) -> Result<f32> {
         self.emit()?;
+        if let Some(d) = &self.ranks {
+            // Every rank steps by the same dt: the fastest signal of any.
+            self.speed_bound = d.ranks.max(self.speed_bound as f64)? as f32;
+        }
         let dt = self.next_dt();
         self.dt = dt;
         if self.colliders.iter().any(Collider::is_moving) {
@@ -1035,25 +1058,21 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         if frozen.is_some() {
             S::touch_stencils(&self.particles, &mut self.grid, &scalars)?;
         }
-        let mut step = || {
-            S::substep(
-                &mut self.particles,
-                &mut self.grid,
-                &self.materials,
-                &self.collider_table,
-                &self.sdf_field,
-                &mut self.status,
-                &mut self.speeds,
-                &scalars,
-            )
-        };
-        match &frozen {
-            Some(tree) => tree.while_frozen(step),
-            None => step(),
-        }?;
+        if self.ranks.is_some() {
+            self.substep_in_parts(&scalars)?;
+        } else {
+            let mut step = || self.launch_substep(&scalars);
+            match &frozen {
+                Some(tree) => tree.while_frozen(step),
+                None => step(),
+            }?;
+        }
         self.step += 1;
         self.time += dt as f64;
         self.run_hooks()?;
+        if self.ranks.is_some() {
+            self.migrate()?;
+        }
         if scalars.track_speed {
             self.read_speed_bound()?;
         }
@@ -1071,6 +1090,10 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// runs at the particles' new positions, whose stencils may reach blocks the pass (at
     /// the old ones) did not.
     fn freezes_grid(&self) -> bool {
+        // A rank adds its neighbours' shares into blocks its own particles may not touch.
+        if self.ranks.is_some() {
+            return false;
+        }
         let support = match self.settings.spline {
             Spline::Quadratic => 3,
             Spline::Cubic => 4,
@@ -1276,6 +1299,264 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             }
         }
         Ok(tree.reserve(2 * touched.len() as u32)?)
+    }
+
+    /// One launch of the substep kernel (or of the loops `only_loops` picks).
+    fn launch_substep(&mut self, scalars: &StepScalars<D>) -> Result<()> {
+        S::substep(
+            &mut self.particles,
+            &mut self.grid,
+            &self.materials,
+            &self.collider_table,
+            &self.sdf_field,
+            &mut self.status,
+            &mut self.speeds,
+            scalars,
+        )
+    }
+
+    /// A decomposed run's substep: the kernel in parts, each ending with a scatter whose
+    /// shared planes the ranks then swap (see [`ranks`]).
+    fn substep_in_parts(&mut self, scalars: &StepScalars<D>) -> Result<()> {
+        let s = &self.settings;
+        let (flip, heat, tension) = (s.flip > 0.0, s.heat.is_some(), s.surface_tension);
+        // Sections v, v0, m, heat, color, q, j (see `halo_pack`).
+        let scattered = [true, flip, true, heat, tension, false, false];
+        let mut parts: Vec<(&str, &str, Option<[bool; 7]>)> = vec![
+            ("speeds", "color_p2g", Some(scattered)),
+            (
+                "capillary",
+                "conduct",
+                heat.then_some([false; 7]).map(|mut q| {
+                    q[5] = true;
+                    q
+                }),
+            ),
+            (
+                "heat_g2p",
+                "f_bar_scatter",
+                s.f_bar.then_some([false; 7]).map(|mut j| {
+                    j[6] = true;
+                    j
+                }),
+            ),
+            ("f_bar_stress", "f_bar_stress", None),
+        ];
+        // Parts with no exchange between them run as one launch.
+        let mut k = 0;
+        while k + 1 < parts.len() {
+            if parts[k].2.is_none() {
+                parts[k].1 = parts[k + 1].1;
+                parts[k].2 = parts[k + 1].2;
+                parts.remove(k + 1);
+            } else {
+                k += 1;
+            }
+        }
+        for (first, last, exchange) in parts {
+            crate::only_loops(first, last, || self.launch_substep(scalars))?;
+            if let Some(sections) = exchange {
+                self.exchange_halo(sections)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Swaps the shared planes of the grid fields in `sections` with the neighbouring ranks
+    /// and adds what they sent.
+    fn exchange_halo(&mut self, sections: [bool; 7]) -> Result<()> {
+        let Some(d) = &mut self.ranks else {
+            return Ok(());
+        };
+        let res = self.settings.res;
+        let plane: u32 = res[1..].iter().product();
+        let cells = 2 * ranks::HALO * plane;
+        let n = sections.map(|on| if on { cells } else { 0 });
+        let words = (cells as usize)
+            * sections
+                .iter()
+                .zip([D, D, 1, 2, 4, 1, 2])
+                .filter(|(on, _)| **on)
+                .map(|(_, w)| w)
+                .sum::<usize>();
+        let (rank, size) = (d.rank(), d.ranks.size());
+        // The first shared plane of each neighbour's cut.
+        let first = |r: usize| d.slabs.cuts[r] as i32 - ranks::HALO as i32;
+        let neighbours: Vec<(usize, i32)> = [
+            (rank > 0).then(|| (rank - 1, first(rank))),
+            (rank + 1 < size).then(|| (rank + 1, first(rank + 1))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let mut halo = Field::<f32>::new(&self.backend, [words.max(1) as u32])?;
+        let mut to = vec![Vec::new(); size];
+        for &(r, at) in &neighbours {
+            S::halo_pack(&self.grid, &mut halo, at, res, n)?;
+            let mut h = halo.download()?;
+            h.truncate(words);
+            to[r] = h.into_iter().map(f32::to_bits).collect();
+        }
+        d.halo_bytes += 4 * (words * neighbours.len()) as u64;
+        let from = d.ranks.exchange(to)?;
+        for &(r, at) in &neighbours {
+            if from[r].len() != words {
+                return Err(SolverError::InvalidParameter(format!(
+                    "rank {r} sent {} words of shared grid planes, {words} expected: do all                      ranks run the same scene?",
+                    from[r].len()
+                )));
+            }
+            let got: Vec<f32> = from[r].iter().map(|&w| f32::from_bits(w)).collect();
+            halo.upload_at(0, &got)?;
+            S::halo_add(&mut self.grid, &halo, at, res, n)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the live particles whose cell left this rank's slab to the rank that holds it
+    /// and takes in those others send (every rank calls it at once).
+    fn migrate(&mut self) -> Result<()> {
+        let Some(d) = &mut self.ranks else {
+            return Ok(());
+        };
+        let (rank, size, dx) = (d.rank(), d.ranks.size(), self.settings.dx);
+        let n = self.particles.count() as usize;
+        let mut x = self.particles.x.download()?;
+        let mut material = self.particles.material.download()?;
+        x.truncate(n);
+        material.truncate(n);
+        // Dead particles stay, to be removed by this rank's next check.
+        let owner: Vec<usize> = x
+            .iter()
+            .zip(&material)
+            .map(|(p, &m)| match m >= 0 {
+                true => d.slabs.owner(ranks::cell_of(S::components(*p)[0], dx)),
+                false => rank,
+            })
+            .collect();
+        let mut to = vec![Vec::new(); size];
+        if owner.iter().any(|&o| o != rank) {
+            let mut parts = self.particles.download()?.split(&owner, size);
+            self.particles.upload(&parts[rank])?;
+            parts[rank] = HostParticles::default();
+            for (r, p) in parts.iter().enumerate() {
+                if !p.is_empty() {
+                    to[r] = p.to_words();
+                    d.migrated_bytes += 4 * to[r].len() as u64;
+                }
+            }
+        }
+        for (r, words) in d.ranks.exchange(to)?.into_iter().enumerate() {
+            if words.is_empty() {
+                continue;
+            }
+            let Some(arrived) = HostParticles::from_words(&words) else {
+                return Err(SolverError::InvalidParameter(format!(
+                    "rank {r} sent {} words that are no whole set of particles",
+                    words.len()
+                )));
+            };
+            self.particles.append(&arrived)?;
+        }
+        Ok(())
+    }
+
+    /// Shares the run among the processes of `ranks`, each holding the particles of one
+    /// slab of the grid across x (see [`ranks`]): every rank must have built the same
+    /// solver, and calls this at the same point; each keeps the particles in its slab, cut
+    /// so that the particles added so far are shared evenly. Particles added later go to
+    /// the rank whose slab holds them; [`Solver::rebalance`] moves the cuts with the
+    /// particles. A single rank runs as without.
+    pub fn decompose(&mut self, ranks: Box<dyn Ranks>) -> Result<()> {
+        if self.ranks.is_some() {
+            return Err(SolverError::InvalidParameter(
+                "the solver is decomposed already".into(),
+            ));
+        }
+        if ranks.size() <= 1 {
+            return Ok(());
+        }
+        let weights = self.column_weights()?;
+        let slabs = Slabs::balanced(&weights, ranks.size(), self.slab_unit())?;
+        self.ranks = Some(ranks::Decomposition {
+            ranks,
+            slabs,
+            halo_bytes: 0,
+            migrated_bytes: 0,
+        });
+        // Everyone holds everything: keep this slab's, send nothing.
+        let host = self.particles.download()?;
+        let dx = self.settings.dx;
+        let d = self.ranks.as_ref().map(|d| (d.rank(), &d.slabs));
+        if let Some((rank, slabs)) = d {
+            let owner: Vec<usize> = host
+                .x
+                .iter()
+                .zip(&host.material)
+                .map(|(p, &m)| match m >= 0 {
+                    true => slabs.owner(ranks::cell_of(S::components(*p)[0], dx)),
+                    false => rank,
+                })
+                .collect();
+            let mine = host.split(&owner, slabs.ranks()).swap_remove(rank);
+            self.particles.upload(&mine)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the cuts so that each rank holds as many particles as it can (all ranks call
+    /// it at once, between substeps) and migrates the particles to their new ranks.
+    pub fn rebalance(&mut self) -> Result<()> {
+        if self.ranks.is_none() {
+            return Ok(());
+        }
+        self.check()?;
+        let mut weights = self.column_weights()?;
+        let unit = self.slab_unit();
+        if let Some(d) = &mut self.ranks {
+            d.ranks.sum(&mut weights)?;
+            d.slabs = Slabs::balanced(&weights, d.ranks.size(), unit)?;
+        }
+        self.migrate()
+    }
+
+    /// How a decomposed run stands on this rank; `None` when the solver is not decomposed.
+    pub fn decomposition(&self) -> Option<RankReport> {
+        self.ranks.as_ref().map(|d| RankReport {
+            rank: d.rank(),
+            slabs: d.slabs.clone(),
+            particles: self.particles.count(),
+            halo_bytes: d.halo_bytes,
+            migrated_bytes: d.migrated_bytes,
+        })
+    }
+
+    /// This rank's live particles per cell across x.
+    fn column_weights(&self) -> Result<Vec<f64>> {
+        let n = self.particles.count() as usize;
+        let (mut x, mut m) = (
+            self.particles.x.download()?,
+            self.particles.material.download()?,
+        );
+        x.truncate(n);
+        m.truncate(n);
+        let res = self.settings.res[0] as i64;
+        let mut weights = vec![0.0; res as usize];
+        for (p, &id) in x.iter().zip(&m) {
+            if id >= 0 {
+                let c = ranks::cell_of(S::components(*p)[0], self.settings.dx).clamp(0, res - 1);
+                weights[c as usize] += 1.0;
+            }
+        }
+        Ok(weights)
+    }
+
+    /// Slabs are cut at multiples of the sparse grid's block (4 cells on a dense grid).
+    fn slab_unit(&self) -> u32 {
+        match self.settings.grid {
+            GridLayout::Sparse { block, .. } => block,
+            GridLayout::Dense => 4,
+        }
     }
 
     fn emit(&mut self) -> Result<()> {

@@ -89,6 +89,80 @@ impl<V: Elem, M: Elem> HostParticles<V, M> {
     }
 }
 
+impl<V: Elem, M: Elem> HostParticles<V, M> {
+    /// Splits the particles by `owner` (one per particle, each below `parts`), keeping their
+    /// order within each part.
+    pub fn split(&self, owner: &[usize], parts: usize) -> Vec<HostParticles<V, M>> {
+        let mut out: Vec<HostParticles<V, M>> = (0..parts).map(|_| Self::default()).collect();
+        for (i, &o) in owner.iter().enumerate() {
+            let p = &mut out[o];
+            p.x.push(self.x[i]);
+            p.v.push(self.v[i]);
+            p.c.push(self.c[i]);
+            p.grad_u.push(self.grad_u[i]);
+            p.tau.push(self.tau[i]);
+            p.jp.push(self.jp[i]);
+            p.mass.push(self.mass[i]);
+            p.vol.push(self.vol[i]);
+            p.material.push(self.material[i]);
+            p.temperature.push(self.temperature[i]);
+        }
+        out
+    }
+
+    /// The particles as words, for sending to another process: the count, then each field's
+    /// elements.
+    pub fn to_words(&self) -> Vec<u32> {
+        fn put<T: Elem>(out: &mut Vec<u32>, v: &[T]) {
+            let at = out.len();
+            out.resize(at + v.len() * T::WORDS, 0);
+            for (e, w) in v.iter().zip(out[at..].chunks_exact_mut(T::WORDS)) {
+                e.write_words(w);
+            }
+        }
+        let mut out = vec![self.len() as u32];
+        put(&mut out, &self.x);
+        put(&mut out, &self.v);
+        put(&mut out, &self.c);
+        put(&mut out, &self.grad_u);
+        put(&mut out, &self.tau);
+        put(&mut out, &self.jp);
+        put(&mut out, &self.mass);
+        put(&mut out, &self.vol);
+        put(&mut out, &self.material);
+        put(&mut out, &self.temperature);
+        out
+    }
+
+    /// Particles from [`HostParticles::to_words`]; `None` when the words are not a whole
+    /// set of particles.
+    pub fn from_words(words: &[u32]) -> Option<Self> {
+        let (&n, mut rest) = words.split_first()?;
+        let n = n as usize;
+        let per = 2 * V::WORDS + 3 * M::WORDS + 5;
+        if rest.len() != n.checked_mul(per)? {
+            return None;
+        }
+        fn take<T: Elem>(rest: &mut &[u32], n: usize) -> Vec<T> {
+            let (mine, later) = rest.split_at(n * T::WORDS);
+            *rest = later;
+            mine.chunks_exact(T::WORDS).map(T::read_words).collect()
+        }
+        Some(HostParticles {
+            x: take(&mut rest, n),
+            v: take(&mut rest, n),
+            c: take(&mut rest, n),
+            grad_u: take(&mut rest, n),
+            tau: take(&mut rest, n),
+            jp: take(&mut rest, n),
+            mass: take(&mut rest, n),
+            vol: take(&mut rest, n),
+            material: take(&mut rest, n),
+            temperature: take(&mut rest, n),
+        })
+    }
+}
+
 impl<V: Elem, M: Elem> Particles<V, M> {
     /// Room for `capacity` particles (at least one), none in use.
     pub fn new(backend: &BackendRef, capacity: u32) -> Result<Self> {

@@ -36,6 +36,25 @@ pub trait Space<const D: usize>: 'static {
         end: u32,
     ) -> Result<()>;
 
+    /// Copies the grid's planes `first..` across x into `halo` (`halo_pack`); `n` is the
+    /// nodes of each field's section (v, v0, m, heat, color, q, j), 0 to leave it out.
+    fn halo_pack(
+        grid: &Grid<Self::V, D>,
+        halo: &mut Field<f32>,
+        first: i32,
+        res: [u32; D],
+        n: [u32; 7],
+    ) -> Result<()>;
+
+    /// Adds a neighbour's `halo_pack` of the same planes into the grid (`halo_add`).
+    fn halo_add(
+        grid: &mut Grid<Self::V, D>,
+        halo: &Field<f32>,
+        first: i32,
+        res: [u32; D],
+        n: [u32; 7],
+    ) -> Result<()>;
+
     /// Activates the sparse grid's blocks the next P2G adds into (see `touch_stencils`).
     fn touch_stencils(
         particles: &Particles<Self::V, Self::M>,
@@ -149,6 +168,49 @@ macro_rules! space {
                     $kernels::substep_cubic
                 };
                 substep_call!(kernel, p, grid, t, colliders, sdf, status, speeds, s, $V, $IV)
+            }
+
+            fn halo_pack(
+                g: &Grid<$V, $d>,
+                halo: &mut Field<f32>,
+                first: i32,
+                res: [u32; $d],
+                n: [u32; 7],
+            ) -> Result<()> {
+                let res = $IV::from_array(res.map(|r| r as i32));
+                Ok($kernels::halo_pack(
+                    &g.v, &g.v0, &g.m, &g.heat, &g.color, &g.q, &g.j, halo, first, res, n[0], n[1],
+                    n[2], n[3], n[4], n[5], n[6],
+                )?)
+            }
+
+            fn halo_add(
+                g: &mut Grid<$V, $d>,
+                halo: &Field<f32>,
+                first: i32,
+                res: [u32; $d],
+                n: [u32; 7],
+            ) -> Result<()> {
+                let res = $IV::from_array(res.map(|r| r as i32));
+                Ok($kernels::halo_add(
+                    &mut g.v,
+                    &mut g.v0,
+                    &mut g.m,
+                    &mut g.heat,
+                    &mut g.color,
+                    &mut g.q,
+                    &mut g.j,
+                    halo,
+                    first,
+                    res,
+                    n[0],
+                    n[1],
+                    n[2],
+                    n[3],
+                    n[4],
+                    n[5],
+                    n[6],
+                )?)
             }
 
             fn touch_stencils(

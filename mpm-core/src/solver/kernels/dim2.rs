@@ -67,3 +67,10 @@ pub fn stencil(xp: Vec, support: i32) -> (IVec, Vec, [Vec4; 3]) {
         ],
     )
 }
+
+/// Node `i` of the grid's planes across x from plane `first` on, y fastest (the nodes two
+/// ranks share, see `halo_pack`).
+#[func]
+pub fn plane_cell(i: i32, first: i32, res: IVec) -> IVec {
+    ivec2(first + i / res.y, i % res.y)
+}

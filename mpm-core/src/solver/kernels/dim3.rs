@@ -65,3 +65,11 @@ pub fn stencil(xp: Vec, support: i32) -> (IVec, Vec, [Vec4; 3]) {
         ],
     )
 }
+
+/// Node `i` of the grid's planes across x from plane `first` on, z fastest (the nodes two
+/// ranks share, see `halo_pack`).
+#[func]
+pub fn plane_cell(i: i32, first: i32, res: IVec) -> IVec {
+    let plane = res.y * res.z;
+    ivec3(first + i / plane, (i / res.z) % res.y, i % res.z)
+}

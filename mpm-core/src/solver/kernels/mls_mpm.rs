@@ -6,8 +6,8 @@
 use glam::{Vec2, Vec4};
 
 use super::{
-    frame, materials, offset, row, spin, stencil, to_vec, IVec, Mat, Vec, CORNERS, CUBIC_DEPTH, D,
-    DIM, QUADRATIC_DEPTH,
+    frame, materials, offset, plane_cell, row, spin, stencil, to_vec, IVec, Mat, Vec, CORNERS,
+    CUBIC_DEPTH, D, DIM, QUADRATIC_DEPTH,
 };
 use crate::materials::{f_bar_applies, USER_KIND};
 use crate::solver::kernels::{
@@ -1047,6 +1047,163 @@ pub fn init_stress(
             grad_u[p] = h_new;
             tau[p] = tau_new;
             jp[p] = jp_new;
+        }
+    }
+}
+
+/// Copies the grid nodes of the planes across x from `first` on into `halo`, for the
+/// neighbouring rank that shares them (see `solver::ranks`). One section per grid field, in
+/// the order v, v0, m, heat, color, q, j; `n_*` is the nodes of a field's section (0 leaves
+/// it out), its components follow each other node by node.
+#[kernel]
+pub fn halo_pack(
+    grid_v: &Field<Vec, D>,
+    grid_v0: &Field<Vec, D>,
+    grid_m: &Field<f32, D>,
+    grid_heat: &Field<Vec2, D>,
+    grid_color: &Field<Vec4, D>,
+    grid_q: &Field<f32, D>,
+    grid_j: &Field<Vec2, D>,
+    halo: &mut Field<f32>,
+    first: i32,
+    res: IVec,
+    n_v: u32,
+    n_v0: u32,
+    n_m: u32,
+    n_heat: u32,
+    n_color: u32,
+    n_q: u32,
+    n_j: u32,
+) {
+    let d = DIM as u32;
+    let at_v0 = n_v * d;
+    let at_m = at_v0 + n_v0 * d;
+    let at_heat = at_m + n_m;
+    let at_color = at_heat + 2 * n_heat;
+    let at_q = at_color + 4 * n_color;
+    let at_j = at_q + n_q;
+    'pack_v: for i in 0..n_v {
+        let v = grid_v[plane_cell(i as i32, first, res)];
+        for a in 0..DIM {
+            halo[i * d + a as u32] = v[a];
+        }
+    }
+    'pack_v0: for i in 0..n_v0 {
+        let v = grid_v0[plane_cell(i as i32, first, res)];
+        for a in 0..DIM {
+            halo[at_v0 + i * d + a as u32] = v[a];
+        }
+    }
+    'pack_m: for i in 0..n_m {
+        halo[at_m + i] = grid_m[plane_cell(i as i32, first, res)];
+    }
+    'pack_heat: for i in 0..n_heat {
+        let h = grid_heat[plane_cell(i as i32, first, res)];
+        halo[at_heat + 2 * i] = h.x;
+        halo[at_heat + 2 * i + 1] = h.y;
+    }
+    'pack_color: for i in 0..n_color {
+        let c = grid_color[plane_cell(i as i32, first, res)];
+        for a in 0..4 {
+            halo[at_color + 4 * i + a as u32] = c[a];
+        }
+    }
+    'pack_q: for i in 0..n_q {
+        halo[at_q + i] = grid_q[plane_cell(i as i32, first, res)];
+    }
+    'pack_j: for i in 0..n_j {
+        let j = grid_j[plane_cell(i as i32, first, res)];
+        halo[at_j + 2 * i] = j.x;
+        halo[at_j + 2 * i + 1] = j.y;
+    }
+}
+
+/// Adds a neighbouring rank's `halo_pack` of the same planes to this rank's nodes, so that
+/// both hold the whole sums (`a + b` here, `b + a` there: the same float). Nodes whose
+/// share is zero are left alone, so that a sparse grid activates no block for them.
+#[kernel]
+pub fn halo_add(
+    grid_v: &mut Field<Vec, D>,
+    grid_v0: &mut Field<Vec, D>,
+    grid_m: &mut Field<f32, D>,
+    grid_heat: &mut Field<Vec2, D>,
+    grid_color: &mut Field<Vec4, D>,
+    grid_q: &mut Field<f32, D>,
+    grid_j: &mut Field<Vec2, D>,
+    halo: &Field<f32>,
+    first: i32,
+    res: IVec,
+    n_v: u32,
+    n_v0: u32,
+    n_m: u32,
+    n_heat: u32,
+    n_color: u32,
+    n_q: u32,
+    n_j: u32,
+) {
+    let d = DIM as u32;
+    let at_v0 = n_v * d;
+    let at_m = at_v0 + n_v0 * d;
+    let at_heat = at_m + n_m;
+    let at_color = at_heat + 2 * n_heat;
+    let at_q = at_color + 4 * n_color;
+    let at_j = at_q + n_q;
+    'add_v: for i in 0..n_v {
+        let mut v = Vec::ZERO;
+        for a in 0..DIM {
+            v[a] = halo[i * d + a as u32];
+        }
+        if v != Vec::ZERO {
+            let cell = plane_cell(i as i32, first, res);
+            grid_v[cell] = grid_v[cell] + v;
+        }
+    }
+    'add_v0: for i in 0..n_v0 {
+        let mut v = Vec::ZERO;
+        for a in 0..DIM {
+            v[a] = halo[at_v0 + i * d + a as u32];
+        }
+        if v != Vec::ZERO {
+            let cell = plane_cell(i as i32, first, res);
+            grid_v0[cell] = grid_v0[cell] + v;
+        }
+    }
+    'add_m: for i in 0..n_m {
+        let m = halo[at_m + i];
+        if m != 0.0 {
+            let cell = plane_cell(i as i32, first, res);
+            grid_m[cell] = grid_m[cell] + m;
+        }
+    }
+    'add_heat: for i in 0..n_heat {
+        let h = vec2(halo[at_heat + 2 * i], halo[at_heat + 2 * i + 1]);
+        if h != Vec2::ZERO {
+            let cell = plane_cell(i as i32, first, res);
+            grid_heat[cell] = grid_heat[cell] + h;
+        }
+    }
+    'add_color: for i in 0..n_color {
+        let mut c = Vec4::ZERO;
+        for a in 0..4 {
+            c[a] = halo[at_color + 4 * i + a as u32];
+        }
+        if c != Vec4::ZERO {
+            let cell = plane_cell(i as i32, first, res);
+            grid_color[cell] = grid_color[cell] + c;
+        }
+    }
+    'add_q: for i in 0..n_q {
+        let q = halo[at_q + i];
+        if q != 0.0 {
+            let cell = plane_cell(i as i32, first, res);
+            grid_q[cell] = grid_q[cell] + q;
+        }
+    }
+    'add_j: for i in 0..n_j {
+        let j = vec2(halo[at_j + 2 * i], halo[at_j + 2 * i + 1]);
+        if j != Vec2::ZERO {
+            let cell = plane_cell(i as i32, first, res);
+            grid_j[cell] = grid_j[cell] + j;
         }
     }
 }
