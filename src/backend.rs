@@ -58,12 +58,16 @@ pub fn choice(flag: Option<Choice>) -> crate::Result<Choice> {
 
 /// The backend for an explicit choice; `Auto` logs one line saying which and why.
 pub fn select(choice: Choice) -> crate::Result<BackendRef> {
+    select_with(choice, VulkanOptions::from_env())
+}
+
+/// [`select`] with Vulkan options of the caller's (one device per MPI rank, say).
+pub fn select_with(choice: Choice, options: VulkanOptions) -> crate::Result<BackendRef> {
     match choice {
         Choice::Cpu => Ok(cpu()),
         // The error says what is missing (no device, no such device, ...).
-        Choice::Vulkan => Ok(vulkan()?),
+        Choice::Vulkan => Ok(Arc::new(VulkanBackend::new(options)?)),
         Choice::Auto => {
-            let options = VulkanOptions::from_env();
             let named = options.device.is_some();
             match VulkanBackend::new(options) {
                 // The preferred device is a CPU one only when no GPU is there; a device named in

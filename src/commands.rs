@@ -19,9 +19,11 @@ use crate::backend::{self, Choice};
 use crate::checkpoint::{self, Header};
 use crate::demos;
 use crate::output::{self, GifRecorder};
+use crate::peers::{FrameParticles, Peers};
 use crate::render::{self, Colouring, View3d};
 use crate::scene_file::{self, Scene};
 use crate::view::{Input, Shown};
+use crate::VulkanOptions;
 
 type AnyError = Box<dyn std::error::Error>;
 
@@ -52,6 +54,9 @@ pub struct RunOptions {
     /// Print the particles' kinetic, strain and gravitational energy after every frame.
     #[arg(long)]
     pub energy: bool,
+    /// Under `mpirun`: move the ranks' slabs with the particles every N frames (0: never).
+    #[arg(long, default_value_t = 10)]
+    pub rebalance_every: u32,
 }
 
 /// What a finished run reports.
@@ -66,11 +71,17 @@ pub struct Summary {
     pub removed: u64,
     /// Set when Ctrl-C stopped the run; the checkpoint it left.
     pub interrupted: Option<PathBuf>,
+    /// Under mpirun: how the work was shared (on rank 0).
+    pub ranks: Option<String>,
 }
 
 /// The backend the flags ask for. On the CPU runs are reproducible (float sums into dense
 /// fields in a fixed order), so that a resumed run continues bit for bit.
-fn backend_for(flag: Option<Choice>, threads: Option<usize>) -> Result<BackendRef, AnyError> {
+fn backend_for(
+    flag: Option<Choice>,
+    threads: Option<usize>,
+    device: Option<String>,
+) -> Result<BackendRef, AnyError> {
     let choice = backend::choice(flag)?;
     let cpu = |threads: Option<usize>| -> Result<BackendRef, AnyError> {
         let cpu = match threads {
@@ -79,13 +90,17 @@ fn backend_for(flag: Option<Choice>, threads: Option<usize>) -> Result<BackendRe
         };
         Ok(Arc::new(cpu))
     };
+    let options = || VulkanOptions {
+        device: device.clone().or(VulkanOptions::from_env().device),
+        ..VulkanOptions::from_env()
+    };
     match (choice, threads) {
         (Choice::Cpu, n) => cpu(n),
-        (Choice::Auto, None) => match backend::select(choice)? {
+        (Choice::Auto, None) => match backend::select_with(choice, options())? {
             b if b.kind() == mpm_core::BackendKind::Cpu => cpu(None),
             b => Ok(b),
         },
-        (Choice::Vulkan, None) => Ok(backend::select(choice)?),
+        (Choice::Vulkan, None) => Ok(backend::select_with(choice, options())?),
         (other, Some(_)) => Err(format!(
             "--threads sets CPU threads; it needs --backend cpu (not {other:?})"
         )
@@ -125,13 +140,52 @@ fn interrupted() -> &'static AtomicBool {
     })
 }
 
-/// `mpm run`.
+/// `mpm run`; under `mpirun` (built with the feature `mpi`) one rank of a run shared by
+/// all, rank 0 writing the outputs. A rank that fails ends every rank's run, naming itself.
 pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
+    #[cfg(feature = "mpi")]
+    if crate::ranks::Mpi::launched() {
+        let mpi = crate::ranks::Mpi::start().ok_or("MPI was started already")?;
+        if mpi.size() > 1 {
+            let peers = Peers::new(crate::ranks::world_ranks);
+            return match run_on(opts, Some(&peers), mpi.device()) {
+                Ok(summary) => Ok(summary),
+                Err(e) => {
+                    eprintln!("mpm: rank {} of {}: error: {e}", mpi.rank(), mpi.size());
+                    mpi.abort(1)
+                }
+            };
+        }
+    }
+    #[cfg(not(feature = "mpi"))]
+    if let Some(n) = std::env::var("OMPI_COMM_WORLD_SIZE")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|&n| n > 1)
+    {
+        return Err(format!(
+            "started by mpirun on {n} ranks, but this mpm was built without MPI: every rank \
+             would run the whole scene; build it with `--features mpi`"
+        )
+        .into());
+    }
+    run_on(opts, None, None)
+}
+
+fn run_on(
+    opts: &RunOptions,
+    peers: Option<&Peers>,
+    device: Option<String>,
+) -> Result<Summary, AnyError> {
     // From the start: a signal during setup (building 10M particles takes a while) stops the
     // run before its first frame, with a checkpoint, as one during stepping does.
     let _ = interrupted();
+    if peers.is_some() && opts.view {
+        return Err("--view shows a run of one process; under mpirun leave it out".into());
+    }
+    let root = peers.is_none_or(Peers::is_root);
     let scene = scene_file::load_or_default(opts.scene.as_ref())?;
-    let backend = backend_for(opts.backend, opts.threads)?;
+    let backend = backend_for(opts.backend, opts.threads, device)?;
     let stem = opts
         .scene
         .as_ref()
@@ -144,7 +198,7 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         .unwrap_or_else(|| PathBuf::from("out").join(stem));
     std::fs::create_dir_all(&out)
         .map_err(|e| format!("cannot create output folder {}: {e}", out.display()))?;
-    match crate::files::remove_stale_temporaries(&out) {
+    match crate::files::remove_stale_temporaries(&out).map(|n| if root { n } else { 0 }) {
         Ok(0) => {}
         Ok(n) => eprintln!(
             "mpm: removed {n} temporary file(s) that a killed run left in {}",
@@ -156,7 +210,7 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         ),
     }
     let frames = opts.frames.unwrap_or(scene.frames());
-    if let Ok(stale) = crate::files::frames_beyond(&out, frames) {
+    if let (true, Ok(stale)) = (root, crate::files::frames_beyond(&out, frames)) {
         if let (Some(first), Some(last)) = (stale.first(), stale.last()) {
             let name = |p: &PathBuf| {
                 p.file_name()
@@ -175,9 +229,15 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         }
     }
     let summary = match scene.dimension() {
-        2 => drive::<D2, 2>(&scene, &backend, opts, &out)?,
-        _ => drive::<D3, 3>(&scene, &backend, opts, &out)?,
+        2 => drive::<D2, 2>(&scene, &backend, opts, &out, peers)?,
+        _ => drive::<D3, 3>(&scene, &backend, opts, &out, peers)?,
     };
+    if !root {
+        return Ok(summary);
+    }
+    if let Some(ranks) = &summary.ranks {
+        println!("{ranks}");
+    }
     println!(
         "{} frames, {} substeps of {} particles on {} in {:.2} s: {:.3e} particle-steps/s, peak field memory {:.1} MiB ({:.0} bytes per particle; {}){}{}",
         summary.frames,
@@ -239,11 +299,22 @@ fn drive<S: Space<D>, const D: usize>(
     backend: &BackendRef,
     opts: &RunOptions,
     out: &Path,
+    peers: Option<&Peers>,
 ) -> Result<Summary, AnyError> {
     let mut solver: Solver<S, D> = scene.build(backend)?;
     let hash = checkpoint::scene_hash(&scene.source);
     let mut first = 0;
-    if let Some(path) = &opts.resume {
+    // Per-rank checkpoints (a manifest): each rank restores its own particles, and the
+    // cuts are made anew from them. One process's checkpoint: every rank restores it whole
+    // and keeps its slab.
+    let own = match &opts.resume {
+        Some(path) => rank_checkpoint(path, peers)?,
+        None => None,
+    };
+    if let (Some(p), Some(_)) = (peers, &own) {
+        solver.decompose(p.ranks())?;
+    }
+    if let Some(path) = own.as_ref().or(opts.resume.as_ref()) {
         let (header, snapshot) = checkpoint::load::<S::V, S::M>(path, D as u32)?;
         if header.scene_hash != hash {
             return Err(checkpoint::CheckpointError::Mismatch {
@@ -256,6 +327,12 @@ fn drive<S: Space<D>, const D: usize>(
         solver.restore(snapshot)?;
         first = header.frame;
     }
+    if let Some(p) = peers {
+        match own {
+            Some(_) => solver.rebalance()?,
+            None => solver.decompose(p.ranks())?,
+        }
+    }
     let frames = opts.frames.unwrap_or(scene.frames());
     if opts.resume.is_some() && frames <= first {
         return Err(format!(
@@ -264,7 +341,11 @@ fn drive<S: Space<D>, const D: usize>(
         )
         .into());
     }
-    let bar = ProgressBar::new(frames as u64).with_position(first as u64);
+    let bar = match peers.is_none_or(Peers::is_root) {
+        true => ProgressBar::new(frames as u64),
+        false => ProgressBar::hidden(),
+    }
+    .with_position(first as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} frames, {per_sec}, {eta} left {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -283,10 +364,11 @@ fn drive<S: Space<D>, const D: usize>(
         bar,
         pusher: None,
         energy: opts.energy,
-        gif: scene
-            .output
-            .gif
+        gif: (scene.output.gif && peers.is_none_or(Peers::is_root))
             .then(|| GifRecorder::new(out.join("preview.gif"), 256, 40)),
+        peers,
+        rebalance_every: opts.rebalance_every,
+        stopped: false,
     };
     let mut headless = !opts.view;
     if opts.view {
@@ -303,21 +385,80 @@ fn drive<S: Space<D>, const D: usize>(
     if headless {
         while run.next_frame(&Input::default())?.is_some() {}
     }
-    let interrupted = if interrupted().load(Ordering::SeqCst) || run.frame < run.frames {
-        Some(save_checkpoint(&run.solver, out, hash, run.frame)?)
+    let interrupted = if run.stopped || run.frame < run.frames {
+        Some(save_checkpoint(&run.solver, out, hash, run.frame, peers)?)
     } else {
         None
     };
     run.bar.finish_and_clear();
+    // Particles, removals and peak memory of all ranks; the imbalance of the load.
+    let particles = run.solver.particles.count() as f64;
+    let mut totals = [
+        particles,
+        (run.solver.removed() - removed0) as f64,
+        run.peak as f64,
+    ];
+    let mut ranks = None;
+    if let Some(p) = peers {
+        p.sum(&mut totals)?;
+        let most = p.max(particles)?;
+        let report = run.solver.decomposition();
+        let mut halo = [report.as_ref().map_or(0, |r| r.halo_bytes) as f64];
+        p.sum(&mut halo)?;
+        let steps = (run.solver.steps() - steps0).max(1) as f64;
+        ranks = Some(format!(
+            "{} ranks, cut across x at {:?}: at most {most} particles on one, {:.2}x the mean; \
+             halo exchange {:.1} kB per substep in all",
+            p.size(),
+            report.map(|r| r.slabs.cuts).unwrap_or_default(),
+            most * p.size() as f64 / totals[0].max(1.0),
+            halo[0] / steps / 1e3,
+        ));
+    }
     Ok(Summary {
         frames: run.frame - first,
         steps: run.solver.steps() - steps0,
-        particles: run.solver.particles.count() as usize,
+        particles: totals[0] as usize,
         seconds: start.elapsed().as_secs_f64(),
-        peak_bytes: run.peak,
-        removed: run.solver.removed() - removed0,
+        peak_bytes: totals[2] as usize,
+        removed: totals[1] as u64,
         interrupted,
+        ranks,
     })
+}
+
+/// The manifest's file name of per-rank checkpoints.
+const RANKS_MANIFEST: &str = "checkpoint.ranks";
+
+/// This rank's checkpoint file of per-rank checkpoints.
+fn rank_checkpoint_path(out: &Path, rank: usize) -> PathBuf {
+    out.join(format!("checkpoint.rank{rank}.mpmck"))
+}
+
+/// This rank's file where `path` is a manifest of per-rank checkpoints (which must have been
+/// written by as many ranks as run now); `None` for one process's checkpoint.
+fn rank_checkpoint(path: &Path, peers: Option<&Peers>) -> Result<Option<PathBuf>, AnyError> {
+    if path.file_name().and_then(|n| n.to_str()) != Some(RANKS_MANIFEST) {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let ranks: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ranks = "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("{} names no `ranks = N`", path.display()))?;
+    match peers {
+        Some(p) if p.size() == ranks => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            Ok(Some(rank_checkpoint_path(dir, p.rank())))
+        }
+        _ => Err(format!(
+            "{} holds the checkpoints of {ranks} ranks: resume it with `mpirun -n {ranks}`",
+            path.display()
+        )
+        .into()),
+    }
 }
 
 /// A run in progress: the solver, where its outputs go and how far it got.
@@ -336,6 +477,11 @@ struct Run<'a, S: Space<D>, const D: usize> {
     /// Print the energy report after every frame.
     energy: bool,
     gif: Option<GifRecorder>,
+    /// The other ranks of a run under mpirun.
+    peers: Option<&'a Peers>,
+    rebalance_every: u32,
+    /// The run stopped on a signal (on every rank at the same substep).
+    stopped: bool,
 }
 
 /// A point of 2 or 3 coordinates in 3D (z = 0 in 2D).
@@ -353,8 +499,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
     /// Advances one frame, writes its outputs and returns its picture; `None` once the run
     /// is over or interrupted.
     fn next_frame(&mut self, input: &Input) -> Result<Option<RgbImage>, AnyError> {
-        let stop = interrupted();
-        if self.frame >= self.frames || stop.load(Ordering::SeqCst) {
+        if self.frame >= self.frames || self.stopping()? {
             return Ok(None);
         }
         self.apply(input)?;
@@ -362,12 +507,26 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
         let target = f64::from(self.frame + 1) * frame_time;
         while self.solver.time() + 0.5 * f64::from(self.solver.next_dt()) < target {
             self.solver.substep().map_err(|e| self.scene.explain(e))?;
-            if stop.load(Ordering::SeqCst) {
+            if self.stopping()? {
                 return Ok(None);
             }
         }
+        let root = self.peers.is_none_or(Peers::is_root);
         if self.energy {
-            let e = self.solver.energy().map_err(|e| self.scene.explain(e))?;
+            let mut e = self.solver.energy().map_err(|e| self.scene.explain(e))?;
+            if let Some(p) = self.peers {
+                let mut parts = [
+                    e.kinetic,
+                    e.affine,
+                    e.strain,
+                    e.gravity,
+                    e.unmodelled as f64,
+                ];
+                p.sum(&mut parts)?;
+                [e.kinetic, e.affine, e.strain, e.gravity] =
+                    [parts[0], parts[1], parts[2], parts[3]];
+                e.unmodelled = parts[4] as usize;
+            }
             // Printed around the bar, which hides itself (and its `println`) off a terminal.
             let line = format!(
                 "frame {}: t = {:.4} s, kinetic {:.6e} (affine {:.3e}), strain {:.6e}, gravity {:.6e}, total {:.6e} J{}",
@@ -383,7 +542,9 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
                     n => format!(" ({n} user-material particles without strain energy)"),
                 }
             );
-            self.bar.suspend(|| println!("{line}"));
+            if root {
+                self.bar.suspend(|| println!("{line}"));
+            }
         }
         let (x, materials) = self.solver.positions().map_err(|e| self.scene.explain(e))?;
         let n = x.len();
@@ -393,8 +554,6 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
         self.peak = self
             .peak
             .max(self.solver.grid.bytes() + self.solver.particles.bytes());
-        let points3 = || x.iter().map(vec3_of).collect::<Vec<Vec3>>();
-        let velocities3 = || v.iter().map(vec3_of).collect::<Vec<Vec3>>();
         let output = &self.scene.output;
         let colouring = Colouring::from(output);
         // What the colouring reads besides the materials.
@@ -420,6 +579,56 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
                     .collect()
             }
         };
+        // Under mpirun every rank's particles, drawn and written by rank 0.
+        let mine = FrameParticles {
+            x,
+            v,
+            materials,
+            values,
+        };
+        let picture = match mine.gather(self.peers)? {
+            Some(all) => self.write_frame(all)?,
+            // Rank 0 draws the frame; the others have none to show.
+            None => RgbImage::new(1, 1),
+        };
+        self.frame += 1;
+        self.bar.set_position(self.frame as u64);
+        let output = &self.scene.output;
+        if output.checkpoint_every > 0 && self.frame.is_multiple_of(output.checkpoint_every) {
+            save_checkpoint(&self.solver, &self.out, self.hash, self.frame, self.peers)?;
+        }
+        if self.peers.is_some()
+            && self.rebalance_every > 0
+            && self.frame.is_multiple_of(self.rebalance_every)
+        {
+            self.solver.rebalance().map_err(|e| self.scene.explain(e))?;
+        }
+        Ok(Some(picture))
+    }
+
+    /// Whether the run stops now on a signal: under mpirun when any rank got one, so that
+    /// all stop at the same substep.
+    fn stopping(&mut self) -> Result<bool, AnyError> {
+        let here = interrupted().load(Ordering::SeqCst);
+        self.stopped = match self.peers {
+            Some(p) => p.any(here)?,
+            None => here,
+        };
+        Ok(self.stopped)
+    }
+
+    /// Draws a frame's particles and writes its outputs; returns the picture.
+    fn write_frame(&mut self, all: FrameParticles<D>) -> Result<RgbImage, AnyError> {
+        let FrameParticles {
+            x,
+            v,
+            materials,
+            values,
+        } = all;
+        let points3 = || x.iter().map(vec3_of).collect::<Vec<Vec3>>();
+        let velocities3 = || v.iter().map(vec3_of).collect::<Vec<Vec3>>();
+        let output = &self.scene.output;
+        let colouring = Colouring::from(output);
         let size = output.image_size;
         let picture = if D == 2 {
             let extent = self.extent();
@@ -449,12 +658,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
                 gif.write()?;
             }
         }
-        self.frame += 1;
-        self.bar.set_position(self.frame as u64);
-        if output.checkpoint_every > 0 && self.frame.is_multiple_of(output.checkpoint_every) {
-            save_checkpoint(&self.solver, &self.out, self.hash, self.frame)?;
-        }
-        Ok(Some(picture))
+        Ok(picture)
     }
 
     /// Mouse input from the view (2D scenes): clicks emit a ball of the scene's first water
@@ -530,20 +734,48 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
     }
 }
 
+/// Writes the run's checkpoint; returns the path to resume from. Under mpirun each rank
+/// writes its own, and rank 0 then a manifest naming how many (the path to resume from).
 fn save_checkpoint<S: Space<D>, const D: usize>(
     solver: &Solver<S, D>,
     out: &Path,
     scene_hash: u64,
     frame: u32,
+    peers: Option<&Peers>,
 ) -> Result<PathBuf, AnyError> {
-    let path = checkpoint_path(out);
     let header = Header {
         dimension: D as u32,
         scene_hash,
         frame,
     };
-    checkpoint::save(&path, header, &solver.snapshot()?)?;
-    Ok(path)
+    let Some(p) = peers else {
+        let path = checkpoint_path(out);
+        checkpoint::save(&path, header, &solver.snapshot()?)?;
+        return Ok(path);
+    };
+    checkpoint::save(
+        &rank_checkpoint_path(out, p.rank()),
+        header,
+        &solver.snapshot()?,
+    )?;
+    // Every rank's file is whole before the manifest names them.
+    p.any(false)?;
+    let manifest = out.join(RANKS_MANIFEST);
+    if p.is_root() {
+        let text = format!(
+            "# mpm checkpoint of a run on several ranks: resume with mpirun -n {} mpm run \
+             --resume {}\nranks = {}\nframe = {frame}\n",
+            p.size(),
+            manifest.display(),
+            p.size()
+        );
+        crate::files::write_atomically(&manifest, |f| {
+            use std::io::Write;
+            f.write_all(text.as_bytes())
+        })
+        .map_err(|e| format!("cannot write {}: {e}", manifest.display()))?;
+    }
+    Ok(manifest)
 }
 
 /// `mpm info`: checks a scene and says what it holds.

@@ -23,6 +23,7 @@ pub mod error;
 pub mod files;
 pub mod mesh;
 pub mod output;
+pub mod peers;
 #[cfg(feature = "mpi")]
 pub mod ranks;
 pub mod render;

@@ -43,17 +43,38 @@ impl Mpi {
         node.rank() as usize
     }
 
+    /// The Vulkan device this rank takes where the machine has several GPUs: the
+    /// `local_rank`-th in the order `--backend auto` prefers them, round robin; `None` to
+    /// choose as alone (one GPU, or `MPM_VK_DEVICE` set, which every rank then takes).
+    pub fn device(&self) -> Option<String> {
+        if std::env::var_os("MPM_VK_DEVICE").is_some() {
+            return None;
+        }
+        let mut gpus: Vec<_> = mpm_vulkan::list_devices()
+            .ok()?
+            .into_iter()
+            .filter(|d| matches!(d.device_type.as_str(), "discrete" | "integrated"))
+            .collect();
+        gpus.sort_by_key(|d| (d.device_type != "discrete", d.index));
+        (gpus.len() > 1).then(|| gpus[self.local_rank() % gpus.len()].index.to_string())
+    }
+
     /// The world's ranks, for `Solver::decompose`.
     pub fn ranks(&self) -> Box<dyn Ranks> {
-        Box::new(WorldRanks {
-            world: self.universe.world(),
-        })
+        world_ranks()
     }
 
     /// Ends every rank's run: what a failing rank does, so that none waits for it forever.
     pub fn abort(&self, code: i32) -> ! {
         self.universe.world().abort(code)
     }
+}
+
+/// The world's ranks (MPI must be started: see [`Mpi::start`]).
+pub fn world_ranks() -> Box<dyn Ranks> {
+    Box::new(WorldRanks {
+        world: SimpleCommunicator::world(),
+    })
 }
 
 /// [`Ranks`] on MPI's world communicator. MPI's default error handler ends the run on a

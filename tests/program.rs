@@ -351,6 +351,7 @@ fn run_text(
         threads: Some(2),
         view: false,
         energy: false,
+        rebalance_every: 10,
     })
     .unwrap_or_else(|e| panic!("run failed: {e}"))
 }
@@ -396,6 +397,7 @@ fn resumed_runs_continue_bit_for_bit() {
         threads: Some(1),
         view: false,
         energy: false,
+        rebalance_every: 10,
     })
     .expect_err("damaged checkpoint");
     assert!(e.to_string().contains("checksum"), "{e}");
@@ -483,6 +485,7 @@ fn runs_write_pngs_plys_previews_and_a_final_checkpoint() {
         threads: None,
         view: false,
         energy: false,
+        rebalance_every: 10,
     })
     .unwrap_or_else(|e| panic!("run failed: {e}"));
     assert_eq!(summary.frames, 3);
@@ -555,6 +558,7 @@ image_size = 96
         threads: None,
         view: false,
         energy: false,
+        rebalance_every: 10,
     })
     .unwrap_or_else(|e| panic!("run failed: {e}"));
     let png = image::open(out.join("frame_00001.png"))
@@ -587,6 +591,7 @@ fn a_divergence_names_the_scene_material() {
         threads: Some(1),
         view: false,
         energy: false,
+        rebalance_every: 10,
     })
     .expect_err("the stiff jelly diverges")
     .to_string();

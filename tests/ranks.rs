@@ -4,11 +4,13 @@
 //! running sum, and chaotic flows grow such differences).
 //!
 //! Run by `cargo test --features mpi`: without an MPI launcher around it, the program
-//! starts itself under `mpirun -n 2` and `mpirun -n 3 --oversubscribe` and reports each
-//! as a test. Under the launcher, every rank runs each case decomposed, rank 0 gathers the
-//! particles, runs the case alone and compares. A failure on any rank aborts all of them
-//! (`MPI_Abort`), which fails the run.
+//! starts itself under `mpirun -n 2` and `mpirun -n 3 --oversubscribe` (the solver cases)
+//! and runs `mpm run` under `mpirun -n 2` (frames, per-rank checkpoints, a failing rank),
+//! reporting each as a test. Under the launcher, every rank runs each solver case
+//! decomposed, rank 0 gathers the particles, runs the case alone and compares. A failure
+//! on any rank aborts all of them (`MPI_Abort`), which fails the run.
 
+use std::path::Path;
 use std::process::Command;
 
 use mpm::core::solver::{
@@ -29,32 +31,274 @@ fn main() {
         return;
     }
     let me = std::env::current_exe().expect("the test program's path");
+    let solver_on = |ranks: usize| {
+        let me = me.clone();
+        move || match mpirun(ranks, &me, &[]).status() {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(format!("the ranks' run ended with {s}")),
+            Err(e) => Err(format!(
+                "mpirun could not start ({e}): install Open MPI (scripts/setup.sh)"
+            )),
+        }
+    };
+    let tests: Vec<(&str, Test)> = vec![
+        (
+            "decomposed_solvers_match_one_on_2_ranks",
+            Box::new(solver_on(2)),
+        ),
+        (
+            "decomposed_solvers_match_one_on_3_ranks",
+            Box::new(solver_on(3)),
+        ),
+        (
+            "mpm_run_on_2_ranks_writes_the_frames_of_one_process",
+            Box::new(program::frames_match),
+        ),
+        (
+            "mpm_run_resumes_from_per_rank_checkpoints",
+            Box::new(program::resume),
+        ),
+        (
+            "a_failing_rank_ends_every_rank_naming_itself",
+            Box::new(program::failing_rank),
+        ),
+    ];
     let mut failed = 0;
-    for (ranks, extra) in [(2, &[][..]), (3, &["--oversubscribe"][..])] {
-        let status = Command::new("mpirun")
-            .args(extra)
-            .args(["-n", &ranks.to_string()])
-            .arg(&me)
-            // Tests run as root in CI's containers; Open MPI refuses that unless told.
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .status();
-        let ok = match status {
-            Ok(s) => s.success(),
-            Err(e) => {
-                eprintln!("mpirun could not be started ({e}): install Open MPI (scripts/setup.sh)");
-                false
-            }
-        };
+    for (name, test) in &tests {
+        let outcome = test();
         println!(
-            "test decomposed_runs_match_one_rank_on_{ranks}_ranks ... {}",
-            if ok { "ok" } else { "FAILED" }
+            "test {name} ... {}",
+            if outcome.is_ok() { "ok" } else { "FAILED" }
         );
-        failed += usize::from(!ok);
+        if let Err(e) = outcome {
+            println!("    {e}");
+            failed += 1;
+        }
     }
-    println!("\n{} passed, {failed} failed", 2 - failed);
+    println!("\n{} passed, {failed} failed", tests.len() - failed);
     if failed > 0 {
         std::process::exit(1);
+    }
+}
+
+/// What a test of the launcher ends with: why it failed.
+type Outcome = Result<(), String>;
+type Test = Box<dyn Fn() -> Outcome>;
+
+/// `mpirun -n ranks program args` (with `--oversubscribe` beyond this machine's cores).
+fn mpirun(ranks: usize, program: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.arg("--oversubscribe")
+        .args(["-n", &ranks.to_string()])
+        .arg(program)
+        .args(args)
+        // Tests run as root in CI's containers; Open MPI refuses that unless told.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    c
+}
+
+/// `mpm run` under mpirun: its frames against one process's, its checkpoints, its failure.
+mod program {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Output, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::{mpirun, worst_points, POSITION_TOLERANCE, VELOCITY_TOLERANCE};
+
+    const MPM: &str = env!("CARGO_BIN_EXE_mpm");
+
+    /// A folder of its own for each test, with the dam break scene writing PLY frames and a
+    /// checkpoint every 2 frames.
+    fn workspace(name: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("mpm-ranks-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/scenes/dam_break.toml");
+        let text = std::fs::read_to_string(scene).expect("the dam break scene");
+        let scene = dir.join("scene.toml");
+        let output = "\n[output]\npng = false\nply = true\ncheckpoint_every = 2\n";
+        std::fs::write(&scene, text + output).expect("the scene file");
+        (dir, scene)
+    }
+
+    /// Runs `mpm run scene --backend cpu ARGS`, on `ranks` ranks (0: without mpirun), within
+    /// two minutes (a hang fails).
+    fn mpm(ranks: usize, scene: &Path, args: &[&str]) -> Result<Output, String> {
+        let mut all = vec![
+            "run",
+            scene.to_str().expect("a UTF-8 path"),
+            "--backend",
+            "cpu",
+        ];
+        all.extend_from_slice(args);
+        let mut c = match ranks {
+            0 => {
+                let mut c = Command::new(MPM);
+                c.args(&all);
+                c
+            }
+            n => mpirun(n, Path::new(MPM), &all),
+        };
+        let mut child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start mpm: {e}"))?;
+        let start = Instant::now();
+        while child.try_wait().map_err(|e| e.to_string())?.is_none() {
+            if start.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                return Err(format!("mpm {all:?} on {ranks} ranks hung for two minutes"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.wait_with_output().map_err(|e| e.to_string())
+    }
+
+    fn succeeded(o: Output, what: &str) -> Result<(), String> {
+        match o.status.success() {
+            true => Ok(()),
+            false => Err(format!(
+                "{what} failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            )),
+        }
+    }
+
+    /// A PLY frame's positions and velocities (the layout `output::write_ply_3d` writes).
+    fn read_ply(path: &Path) -> Result<[Vec<[f32; 3]>; 2], String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let end = b"end_header\n";
+        let at = bytes
+            .windows(end.len())
+            .position(|w| w == end)
+            .ok_or("no PLY header")?
+            + end.len();
+        let header = String::from_utf8_lossy(&bytes[..at]);
+        let n: usize = header
+            .lines()
+            .find_map(|l| l.strip_prefix("element vertex "))
+            .and_then(|n| n.parse().ok())
+            .ok_or("no vertex count")?;
+        let body = &bytes[at..];
+        if body.len() != 28 * n {
+            return Err(format!("{} bytes for {n} vertices", body.len()));
+        }
+        let float = |b: &[u8]| f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let (mut x, mut v) = (Vec::new(), Vec::new());
+        for vertex in body.chunks_exact(28) {
+            x.push(std::array::from_fn(|a| float(&vertex[4 * a..])));
+            v.push(std::array::from_fn(|a| float(&vertex[12 + 4 * a..])));
+        }
+        Ok([x, v])
+    }
+
+    /// Two PLY frames hold the same particles, within the solver tests' tolerances.
+    fn same_frame(a: &Path, b: &Path) -> Result<(), String> {
+        let ([xa, va], [xb, vb]) = (read_ply(a)?, read_ply(b)?);
+        if xa.len() != xb.len() {
+            return Err(format!("{} particles against {}", xa.len(), xb.len()));
+        }
+        let (dx, dv) = (worst_points(&xa, &xb), worst_points(&va, &vb));
+        match dx <= POSITION_TOLERANCE && dv <= VELOCITY_TOLERANCE {
+            true => Ok(()),
+            false => Err(format!(
+                "{} and {} differ by {dx} m, {dv} m/s",
+                a.display(),
+                b.display()
+            )),
+        }
+    }
+
+    /// Four frames of the dam break (400 substeps) on two ranks, rebalanced every frame, as
+    /// on one process.
+    pub fn frames_match() -> Result<(), String> {
+        let (dir, scene) = workspace("frames");
+        let (one, two) = (dir.join("one"), dir.join("two"));
+        let frames = ["--frames", "4", "--out"];
+        let alone = [&frames[..], &[one.to_str().unwrap_or_default()]].concat();
+        succeeded(mpm(0, &scene, &alone)?, "one process")?;
+        let ranks = [
+            &frames[..],
+            &[two.to_str().unwrap_or_default(), "--rebalance-every", "1"],
+        ]
+        .concat();
+        let o = mpm(2, &scene, &ranks)?;
+        let said = String::from_utf8_lossy(&o.stdout).into_owned();
+        succeeded(o, "two ranks")?;
+        if !said.contains("2 ranks, cut across x at") {
+            return Err(format!("rank 0 did not report the ranks: {said}"));
+        }
+        for f in 0..4 {
+            let name = format!("frame_{f:05}.ply");
+            same_frame(&one.join(&name), &two.join(&name))?;
+        }
+        Ok(())
+    }
+
+    /// Two frames on two ranks, stopped with per-rank checkpoints; resumed to four frames,
+    /// as a run of four; refused on one process.
+    pub fn resume() -> Result<(), String> {
+        let (dir, scene) = workspace("resume");
+        let (straight, split) = (dir.join("straight"), dir.join("split"));
+        let out = |d: &Path| d.to_str().unwrap_or_default().to_string();
+        succeeded(
+            mpm(2, &scene, &["--frames", "4", "--out", &out(&straight)])?,
+            "four frames",
+        )?;
+        succeeded(
+            mpm(2, &scene, &["--frames", "2", "--out", &out(&split)])?,
+            "two frames",
+        )?;
+        let manifest = split.join("checkpoint.ranks");
+        let m = out(&manifest);
+        let refused = mpm(
+            0,
+            &scene,
+            &["--frames", "4", "--out", &out(&split), "--resume", &m],
+        )?;
+        let why = String::from_utf8_lossy(&refused.stderr);
+        if refused.status.success() || !why.contains("resume it with `mpirun -n 2`") {
+            return Err(format!("one process resumed two ranks' checkpoints: {why}"));
+        }
+        let resumed = ["--frames", "4", "--out", &out(&split), "--resume", &m];
+        succeeded(mpm(2, &scene, &resumed)?, "the resumed run")?;
+        same_frame(
+            &straight.join("frame_00003.ply"),
+            &split.join("frame_00003.ply"),
+        )
+    }
+
+    /// A rank whose checkpoint is missing fails; every rank ends, the message names it.
+    pub fn failing_rank() -> Result<(), String> {
+        let (dir, scene) = workspace("failing");
+        let out = dir.join("out");
+        let o = out.to_str().unwrap_or_default();
+        succeeded(
+            mpm(2, &scene, &["--frames", "2", "--out", o])?,
+            "two frames",
+        )?;
+        std::fs::remove_file(out.join("checkpoint.rank1.mpmck")).map_err(|e| e.to_string())?;
+        let m = out.join("checkpoint.ranks");
+        let resumed = [
+            "--frames",
+            "4",
+            "--out",
+            o,
+            "--resume",
+            m.to_str().unwrap_or_default(),
+        ];
+        let failed = mpm(2, &scene, &resumed)?;
+        let why = String::from_utf8_lossy(&failed.stderr);
+        match !failed.status.success()
+            && why.contains("rank 1 of 2: error")
+            && why.contains("checkpoint.rank1.mpmck")
+        {
+            true => Ok(()),
+            false => Err(format!("the run did not fail naming rank 1: {why}")),
+        }
     }
 }
 
@@ -239,6 +483,16 @@ fn worst<S: Space<D>, const D: usize>(a: &[S::V], b: &[S::V]) -> f32 {
         }
     }
     worst
+}
+
+/// [`worst`] for points of three coordinates.
+fn worst_points(a: &[[f32; 3]], b: &[[f32; 3]]) -> f32 {
+    (0..3)
+        .map(|axis| {
+            let pick = |v: &[[f32; 3]]| v.iter().map(|p| p[axis]).collect::<Vec<f32>>();
+            worst_scalar(&pick(a), &pick(b))
+        })
+        .fold(0.0, f32::max)
 }
 
 /// The largest difference between two sets of numbers, each sorted.

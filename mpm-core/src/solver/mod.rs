@@ -893,6 +893,11 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
                 "particle at {p:?} lies outside the domain's interior {lo:?}..{hi:?}"
             )));
         }
+        // From every particle, so that all ranks of a decomposed run agree on the next step.
+        let top_speed = velocities
+            .iter()
+            .map(|v| v.iter().map(|c| c * c).sum::<f32>().sqrt())
+            .fold(0.0, f32::max);
         // A decomposed run keeps what its slab holds (every rank adds the same particles).
         let owned: (Vec<[f32; D]>, Vec<[f32; D]>);
         let (positions, velocities) = match &self.ranks {
@@ -936,10 +941,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         }
         self.reserve_blocks()?;
         // New particles are at rest in their material until the next substep measures them.
-        for v in velocities {
-            let speed = v.iter().map(|c| c * c).sum::<f32>().sqrt();
-            self.speed_bound = self.speed_bound.max(speed + wave);
-        }
+        self.speed_bound = self.speed_bound.max(top_speed + wave);
         S::init_stress(
             &mut self.particles,
             &self.materials,
@@ -1012,10 +1014,6 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// Advances one substep; returns its time step.
     pub fn substep(&mut self) -> Result<f32> {
         self.emit()?;
-        if let Some(d) = &self.ranks {
-            // Every rank steps by the same dt: the fastest signal of any.
-            self.speed_bound = d.ranks.max(self.speed_bound as f64)? as f32;
-        }
         let dt = self.next_dt();
         self.dt = dt;
         if self.colliders.iter().any(Collider::is_moving) {
@@ -1075,6 +1073,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         }
         if scalars.track_speed {
             self.read_speed_bound()?;
+            self.agree_on_speed_bound()?;
         }
         if self.step.is_multiple_of(self.settings.check_every as u64) {
             self.check()?;
@@ -1505,7 +1504,8 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     }
 
     /// Moves the cuts so that each rank holds as many particles as it can (all ranks call
-    /// it at once, between substeps) and migrates the particles to their new ranks.
+    /// it at once, between substeps) and migrates the particles to their new ranks: also
+    /// the way to continue from per-rank snapshots (`restore` each rank's, then this).
     pub fn rebalance(&mut self) -> Result<()> {
         if self.ranks.is_none() {
             return Ok(());
@@ -1517,7 +1517,17 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             d.ranks.sum(&mut weights)?;
             d.slabs = Slabs::balanced(&weights, d.ranks.size(), unit)?;
         }
+        self.agree_on_speed_bound()?;
         self.migrate()
+    }
+
+    /// Every rank of a decomposed run takes the fastest signal of any, so that all take the
+    /// same next step (and a loop over `next_dt` runs as many substeps on each).
+    fn agree_on_speed_bound(&mut self) -> Result<()> {
+        if let Some(d) = &self.ranks {
+            self.speed_bound = d.ranks.max(self.speed_bound as f64)? as f32;
+        }
+        Ok(())
     }
 
     /// How a decomposed run stands on this rank; `None` when the solver is not decomposed.
