@@ -1394,18 +1394,20 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             S::halo_pack(&self.grid, &mut halo, at, res, n)?;
             let mut h = halo.download()?;
             h.truncate(words);
-            to[r] = h.into_iter().map(f32::to_bits).collect();
+            let h: Vec<u32> = h.into_iter().map(f32::to_bits).collect();
+            to[r] = ranks::squeeze(&h);
+            d.halo_bytes += 4 * to[r].len() as u64;
         }
-        d.halo_bytes += 4 * (words * neighbours.len()) as u64;
         let from = d.ranks.exchange(to)?;
         for &(r, at) in &neighbours {
-            if from[r].len() != words {
+            let Some(got) = ranks::unsqueeze(&from[r], words) else {
                 return Err(SolverError::InvalidParameter(format!(
-                    "rank {r} sent {} words of shared grid planes, {words} expected: do all                      ranks run the same scene?",
+                    "rank {r} sent {} words that are not {words} words of shared grid \
+                     planes: do all ranks run the same scene?",
                     from[r].len()
                 )));
-            }
-            let got: Vec<f32> = from[r].iter().map(|&w| f32::from_bits(w)).collect();
+            };
+            let got: Vec<f32> = got.into_iter().map(f32::from_bits).collect();
             halo.upload_at(0, &got)?;
             S::halo_add(&mut self.grid, &halo, at, res, n)?;
         }

@@ -17,6 +17,9 @@
 //! them, and a slab of at least [`MIN_SLAB`] cells keeps every node of them within reach of
 //! the two ranks beside the cut only.
 //!
+//! Shared planes travel with their runs of zeros squeezed ([`squeeze`]): the bytes per
+//! substep follow the material on the cuts, not the grid's cross-section.
+//!
 //! The transport is the caller's: [`Ranks`] is what the solver asks of it (the `mpm` crate
 //! implements it on MPI).
 
@@ -106,6 +109,40 @@ impl Slabs {
     }
 }
 
+/// Shared planes as sent: runs of zero words (the nodes no particle reaches, most of a
+/// plane in a sparse scene) as their length, so that the bytes on the wire follow the
+/// material on the cut, not the grid's cross-section. Pairs `(zeros, n)` each followed by
+/// `n` words.
+pub fn squeeze(words: &[u32]) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let zeros = words[i..].iter().take_while(|&&w| w == 0).count();
+        i += zeros;
+        let n = words[i..].iter().take_while(|&&w| w != 0).count();
+        out.extend([zeros as u32, n as u32]);
+        out.extend_from_slice(&words[i..i + n]);
+        i += n;
+    }
+    out
+}
+
+/// The `len` words [`squeeze`] made `squeezed` of; `None` when they do not fit.
+pub fn unsqueeze(squeezed: &[u32], len: usize) -> Option<Vec<u32>> {
+    let mut out = Vec::with_capacity(len);
+    let mut rest = squeezed;
+    while let [zeros, n, tail @ ..] = rest {
+        let n = *n as usize;
+        if tail.len() < n || out.len() + *zeros as usize + n > len {
+            return None;
+        }
+        out.resize(out.len() + *zeros as usize, 0);
+        out.extend_from_slice(&tail[..n]);
+        rest = &tail[n..];
+    }
+    (rest.is_empty() && out.len() == len).then_some(out)
+}
+
 /// A solver's share of a decomposed run.
 pub(super) struct Decomposition {
     pub ranks: Box<dyn Ranks>,
@@ -170,6 +207,21 @@ mod tests {
         w[0] = 100.0;
         let s = Slabs::balanced(&w, 2, 8).unwrap();
         assert_eq!(s.cuts, vec![0, 8, 64]);
+    }
+
+    #[test]
+    fn squeezed_planes_come_back_whole() {
+        let cases: [&[u32]; 5] = [&[], &[0, 0, 0], &[5, 6], &[0, 0, 7, 0, 8, 9, 0], &[1, 0, 2]];
+        for words in cases {
+            let s = squeeze(words);
+            assert_eq!(unsqueeze(&s, words.len()).as_deref(), Some(words));
+        }
+        // A plane with one node in use takes a few words, not the plane.
+        let mut plane = vec![0u32; 1000];
+        plane[500] = 3;
+        assert_eq!(squeeze(&plane), vec![500, 1, 3, 499, 0]);
+        assert_eq!(unsqueeze(&[2, 5, 1], 3), None);
+        assert_eq!(unsqueeze(&[2, 1, 1], 2), None);
     }
 
     #[test]
