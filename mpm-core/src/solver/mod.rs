@@ -343,7 +343,7 @@ impl<const D: usize> Settings<D> {
 /// The background grid.
 pub struct Grid<V: crate::Elem, const D: usize> {
     pub v: Field<V, D>,
-    /// Velocities before the grid update, for FLIP.
+    /// Velocities before the grid update, for FLIP (no cells unless `Settings::flip > 0`).
     pub v0: Field<V, D>,
     pub m: Field<f32, D>,
     /// F-bar's sums per node, `(w V0 (J - 1), w V0)` (no cells unless `Settings::f_bar`).
@@ -363,7 +363,8 @@ pub struct Grid<V: crate::Elem, const D: usize> {
 impl<V: crate::Elem, const D: usize> Grid<V, D> {
     fn new(backend: &BackendRef, settings: &Settings<D>) -> Result<Self> {
         let res = settings.res;
-        let (f_bar, heat, tension) = (
+        let (flip, f_bar, heat, tension) = (
+            settings.flip > 0.0,
             settings.f_bar,
             settings.heat.is_some(),
             settings.surface_tension,
@@ -381,7 +382,7 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                 }
                 Ok(Grid {
                     v: dense(backend, res, true)?,
-                    v0: dense(backend, res, true)?,
+                    v0: dense(backend, res, flip)?,
                     m: dense(backend, res, true)?,
                     j: dense(backend, res, f_bar)?,
                     heat: dense(backend, res, heat)?,
@@ -415,7 +416,7 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                 }
                 Ok(Grid {
                     v: placed(backend, &tree, true)?,
-                    v0: placed(backend, &tree, true)?,
+                    v0: placed(backend, &tree, flip)?,
                     m: placed(backend, &tree, true)?,
                     j: placed(backend, &tree, f_bar)?,
                     heat: placed(backend, &tree, heat)?,

@@ -428,7 +428,9 @@ macro_rules! substep {
             }
             'clear: for cell in grid_m.active() {
                 grid_v[cell] = Vec::ZERO;
-                grid_v0[cell] = Vec::ZERO;
+                if with_flip {
+                    grid_v0[cell] = Vec::ZERO;
+                }
                 grid_m[cell] = 0.0;
                 if f_bar_count > 0 {
                     grid_j[cell] = Vec2::ZERO;
