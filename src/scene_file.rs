@@ -119,6 +119,10 @@ pub struct Simulation {
     pub grid: GridSpec,
     #[serde(default)]
     pub walls: WallSpec,
+    /// Substeps between rewrites of the particles in grid-block order (default 0: never;
+    /// see `Settings::sort_every`).
+    #[serde(default)]
+    pub sort_every: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -1002,6 +1006,7 @@ impl Scene {
         };
         settings.flip = s.flip;
         settings.damping = s.damping;
+        settings.sort_every = s.sort_every;
         settings.f_bar = s.f_bar;
         settings.surface_tension = self
             .materials

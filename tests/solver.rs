@@ -1001,6 +1001,91 @@ fn f_bar_stress_is_that_of_the_averaged_volume(b: &BackendRef) {
     }
 }
 
+/// Particles rewritten in block order every few substeps (`Settings::sort_every`) move as
+/// unsorted ones: water and snow (two materials; the snow's hardening, `jp`, carried
+/// along) give the same positions, velocities and states as sets within float noise (the sums of P2G are added in another order); and the sorted run's particles do
+/// sit block by block: few changes of block along the particle order, against the seeding
+/// order's.
+fn sorted_particles_move_as_unsorted_ones(b: &BackendRef) {
+    let run = |sort_every: u32| {
+        let mut settings = Settings::<2>::new(64, 2e-4);
+        settings.sort_every = sort_every;
+        let mut s = Solver2::new(b, settings).expect("solver");
+        let w = s.add_material(Material::water()).expect("water");
+        let snow = s.add_material(Material::snow()).expect("snow");
+        let block = Region::Box {
+            min: [0.1, 0.1],
+            max: [0.3, 0.4],
+        };
+        s.add_particles(&block, Sampling::Jittered, 1.0 / 128.0, w, [0.0, 0.0])
+            .expect("water");
+        let ball = Region::Sphere {
+            centre: [0.6, 0.5],
+            radius: 0.08,
+        };
+        s.add_particles(&ball, Sampling::Jittered, 1.0 / 128.0, snow, [-1.0, 0.0])
+            .expect("snow");
+        for _ in 0..101 {
+            s.substep().expect("substep");
+        }
+        s.check().expect("check");
+        s.particles.download().expect("particles")
+    };
+    let (plain, sorted) = (run(0), run(5));
+    assert_eq!(plain.len(), sorted.len());
+    let sorted_values = |v: &mut dyn Iterator<Item = f32>| {
+        let mut v: Vec<f32> = v.collect();
+        v.sort_by(f32::total_cmp);
+        v
+    };
+    let worst = |a: Vec<f32>, b: Vec<f32>| {
+        a.iter()
+            .zip(&b)
+            .fold(0.0f32, |w, (x, y)| w.max((x - y).abs()))
+    };
+    for axis in 0..2 {
+        let dx = worst(
+            sorted_values(&mut plain.x.iter().map(|p| p[axis])),
+            sorted_values(&mut sorted.x.iter().map(|p| p[axis])),
+        );
+        let dv = worst(
+            sorted_values(&mut plain.v.iter().map(|p| p[axis])),
+            sorted_values(&mut sorted.v.iter().map(|p| p[axis])),
+        );
+        assert!(
+            dx < 1e-5 && dv < 1e-3,
+            "axis {axis}: positions {dx}, velocities {dv}"
+        );
+    }
+    let djp = worst(
+        sorted_values(&mut plain.jp.iter().copied()),
+        sorted_values(&mut sorted.jp.iter().copied()),
+    );
+    assert!(djp < 1e-4, "snow's hardening state differs by {djp}");
+    let count = |h: &mpm::core::solver::HostParticles<Vec2, Mat2>, id: i32| {
+        h.material.iter().filter(|&&m| m == id).count()
+    };
+    assert_eq!(count(&plain, 1), count(&sorted, 1), "snow particles");
+    // The last sort was at the start of substep 100, one substep before the end.
+    let changes = |h: &mpm::core::solver::HostParticles<Vec2, Mat2>| {
+        let bin = |p: &Vec2| ((p.x * 16.0) as i32, (p.y * 16.0) as i32);
+        h.x.windows(2).filter(|w| bin(&w[0]) != bin(&w[1])).count()
+    };
+    let mut bins: Vec<(i32, i32)> = sorted
+        .x
+        .iter()
+        .map(|p| ((p.x * 16.0) as i32, (p.y * 16.0) as i32))
+        .collect();
+    bins.sort();
+    bins.dedup();
+    let (in_order, seeded) = (changes(&sorted), changes(&plain));
+    assert!(
+        in_order < bins.len() + bins.len() / 2 && seeded > 3 * bins.len(),
+        "block changes along the particles: sorted {in_order}, unsorted {seeded}, {} blocks",
+        bins.len()
+    );
+}
+
 fn sparse_and_dense_grids_agree(b: &BackendRef) {
     let run = |grid: GridLayout| {
         let mut settings = Settings::<2>::new(64, 2e-4);
@@ -1276,6 +1361,7 @@ per_backend! {
     f_bar_stress_is_that_of_the_averaged_volume => f_bar_stress_is_that_of_the_averaged_volume,
     a_turned_distance_field_stands_where_its_rotation_puts_it => a_turned_distance_field_stands_where_its_rotation_puts_it,
     sparse_and_dense_grids_agree => sparse_and_dense_grids_agree,
+    sorted_particles_move_as_unsorted_ones => sorted_particles_move_as_unsorted_ones,
     bad_settings_and_inputs_are_named => bad_settings_and_inputs_are_named,
     coulomb_friction_on_an_inclined_plane => coulomb_friction_on_an_inclined_plane,
     profiles_name_each_loop => profiles_name_each_loop,

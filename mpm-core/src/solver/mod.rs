@@ -15,6 +15,7 @@ pub mod material;
 pub mod particles;
 pub mod ranks;
 pub mod seeding;
+mod sorting;
 mod space;
 
 use std::sync::Arc;
@@ -232,6 +233,10 @@ pub struct Settings<const D: usize> {
     pub check_every: u32,
     /// A particle faster than this many cells per substep counts as diverged.
     pub max_cells_per_step: f32,
+    /// Substeps between rewrites of the particles in the order of their grid blocks (0,
+    /// the default: never), which keeps P2G's adds and G2P's reads in few cache lines on
+    /// large grids. Particles then change their indices (and their order in outputs).
+    pub sort_every: u32,
 }
 
 impl<const D: usize> Settings<D> {
@@ -255,6 +260,7 @@ impl<const D: usize> Settings<D> {
             grid: GridLayout::Dense,
             check_every: 10,
             max_cells_per_step: 1.0,
+            sort_every: 0,
         }
     }
 
@@ -494,6 +500,8 @@ pub struct Solver<S: Space<D>, const D: usize> {
     removed: u64,
     /// This rank's share of a run decomposed across processes (`decompose`).
     ranks: Option<ranks::Decomposition>,
+    /// Made at the first sort (`Settings::sort_every`).
+    sorter: Option<sorting::Sorter<S::V, S::M>>,
 }
 
 impl<S: Space<D>, const D: usize> Solver<S, D> {
@@ -528,6 +536,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             seed: 0,
             removed: 0,
             ranks: None,
+            sorter: None,
             backend: backend.clone(),
             settings,
         })
@@ -1015,6 +1024,10 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     /// Advances one substep; returns its time step.
     pub fn substep(&mut self) -> Result<f32> {
         self.emit()?;
+        let every = self.settings.sort_every as u64;
+        if every > 0 && self.step.is_multiple_of(every) {
+            self.sort_particles()?;
+        }
         let dt = self.next_dt();
         self.dt = dt;
         if self.colliders.iter().any(Collider::is_moving) {
@@ -1479,7 +1492,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             return Ok(());
         }
         let weights = self.column_weights()?;
-        let slabs = Slabs::balanced(&weights, ranks.size(), self.slab_unit())?;
+        let slabs = Slabs::balanced(&weights, ranks.size(), self.block())?;
         self.ranks = Some(ranks::Decomposition {
             ranks,
             slabs,
@@ -1515,7 +1528,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         }
         self.check()?;
         let mut weights = self.column_weights()?;
-        let unit = self.slab_unit();
+        let unit = self.block();
         if let Some(d) = &mut self.ranks {
             d.ranks.sum(&mut weights)?;
             d.slabs = Slabs::balanced(&weights, d.ranks.size(), unit)?;
@@ -1564,12 +1577,28 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         Ok(weights)
     }
 
-    /// Slabs are cut at multiples of the sparse grid's block (4 cells on a dense grid).
-    fn slab_unit(&self) -> u32 {
+    /// The grid's block: a sparse grid's, 4 cells on a dense grid (slabs are cut at its
+    /// multiples, particles sorted by it).
+    fn block(&self) -> u32 {
         match self.settings.grid {
             GridLayout::Sparse { block, .. } => block,
             GridLayout::Dense => 4,
         }
+    }
+
+    /// Rewrites the particles in the order of their grid blocks (see
+    /// `Settings::sort_every`), after a check, so that the status words name no particle by
+    /// an index the sort changes (and dead ones are gone first).
+    fn sort_particles(&mut self) -> Result<()> {
+        self.check()?;
+        let sorter = match &mut self.sorter {
+            Some(s) => s,
+            None => {
+                let s = sorting::Sorter::new(&self.backend, &self.settings.res, self.block())?;
+                self.sorter.insert(s)
+            }
+        };
+        sorter.sort::<S, D>(&mut self.particles, 1.0 / self.settings.dx)
     }
 
     fn emit(&mut self) -> Result<()> {

@@ -5,11 +5,12 @@ use glam::{DMat3, IVec2, IVec3, Mat2, Mat3, Vec2, Vec3, Vec4};
 use super::error::Result;
 use super::kernels::{dim2, dim3};
 use super::{Grid, MaterialTable, Particles, StepScalars};
+use crate::binning::Position;
 use crate::{Elem, Field};
 
 /// A dimension: its vector and matrix types and its kernels.
 pub trait Space<const D: usize>: 'static {
-    type V: Elem;
+    type V: Position;
     type M: Elem;
     const IDENTITY: Self::M;
     fn vector(a: [f32; D]) -> Self::V;
@@ -34,6 +35,18 @@ pub trait Space<const D: usize>: 'static {
         materials: &MaterialTable,
         start: u32,
         end: u32,
+    ) -> Result<()>;
+
+    /// One round of `gather_particles`: `to[k] = from[order[k]]` for the first `n[t]`
+    /// particles of each type `t` (vector, matrix, f32, i32).
+    #[allow(clippy::too_many_arguments)]
+    fn gather(
+        order: &Field<u32>,
+        vec: (&Field<Self::V>, &mut Field<Self::V>),
+        mat: (&Field<Self::M>, &mut Field<Self::M>),
+        scalar: (&Field<f32>, &mut Field<f32>),
+        int: (&Field<i32>, &mut Field<i32>),
+        n: [u32; 4],
     ) -> Result<()>;
 
     /// Copies the grid's planes `first..` across x into `halo` (`halo_pack`); `n` is the
@@ -168,6 +181,20 @@ macro_rules! space {
                     $kernels::substep_cubic
                 };
                 substep_call!(kernel, p, grid, t, colliders, sdf, status, speeds, s, $V, $IV)
+            }
+
+            fn gather(
+                order: &Field<u32>,
+                vec: (&Field<$V>, &mut Field<$V>),
+                mat: (&Field<$M>, &mut Field<$M>),
+                scalar: (&Field<f32>, &mut Field<f32>),
+                int: (&Field<i32>, &mut Field<i32>),
+                n: [u32; 4],
+            ) -> Result<()> {
+                Ok($kernels::gather_particles(
+                    order, vec.0, vec.1, mat.0, mat.1, scalar.0, scalar.1, int.0, int.1, n[0],
+                    n[1], n[2], n[3],
+                )?)
             }
 
             fn halo_pack(

@@ -1209,3 +1209,35 @@ pub fn halo_add(
         }
     }
 }
+
+/// Particle fields rewritten in bin order, one field of each element type per call:
+/// `to[k] = from[order[k]]` for `k < n_*` (0 leaves a type out). See `solver::sorting`.
+#[kernel]
+pub fn gather_particles(
+    order: &Field<u32>,
+    vec_from: &Field<Vec>,
+    vec_to: &mut Field<Vec>,
+    mat_from: &Field<Mat>,
+    mat_to: &mut Field<Mat>,
+    f32_from: &Field<f32>,
+    f32_to: &mut Field<f32>,
+    i32_from: &Field<i32>,
+    i32_to: &mut Field<i32>,
+    n_vec: u32,
+    n_mat: u32,
+    n_f32: u32,
+    n_i32: u32,
+) {
+    'gather_vec: for k in 0..n_vec {
+        vec_to[k] = vec_from[order[k]];
+    }
+    'gather_mat: for k in 0..n_mat {
+        mat_to[k] = mat_from[order[k]];
+    }
+    'gather_f32: for k in 0..n_f32 {
+        f32_to[k] = f32_from[order[k]];
+    }
+    'gather_i32: for k in 0..n_i32 {
+        i32_to[k] = i32_from[order[k]];
+    }
+}
