@@ -1001,30 +1001,36 @@ fn f_bar_stress_is_that_of_the_averaged_volume(b: &BackendRef) {
     }
 }
 
+/// A water column and a snowball thrown at it, on a solver of `settings`.
+fn water_and_snow(b: &BackendRef, settings: Settings<2>) -> Solver2 {
+    let mut s = Solver2::new(b, settings).expect("solver");
+    let w = s.add_material(Material::water()).expect("water");
+    let snow = s.add_material(Material::snow()).expect("snow");
+    let column = Region::Box {
+        min: [0.1, 0.1],
+        max: [0.3, 0.4],
+    };
+    s.add_particles(&column, Sampling::Jittered, 1.0 / 128.0, w, [0.0, 0.0])
+        .expect("water");
+    let ball = Region::Sphere {
+        centre: [0.6, 0.5],
+        radius: 0.08,
+    };
+    s.add_particles(&ball, Sampling::Jittered, 1.0 / 128.0, snow, [-1.0, 0.0])
+        .expect("snow");
+    s
+}
+
 /// Particles rewritten in block order every few substeps (`Settings::sort_every`) move as
 /// unsorted ones: water and snow (two materials; the snow's hardening, `jp`, carried
-/// along) give the same positions, velocities and states as sets within float noise (the sums of P2G are added in another order); and the sorted run's particles do
-/// sit block by block: few changes of block along the particle order, against the seeding
-/// order's.
+/// along) give the same positions, velocities and states as sets within float noise (the
+/// sums of P2G are added in another order); and the sorted run's particles do sit block by
+/// block: few changes of block along the particle order, against the seeding order's.
 fn sorted_particles_move_as_unsorted_ones(b: &BackendRef) {
     let run = |sort_every: u32| {
         let mut settings = Settings::<2>::new(64, 2e-4);
         settings.sort_every = sort_every;
-        let mut s = Solver2::new(b, settings).expect("solver");
-        let w = s.add_material(Material::water()).expect("water");
-        let snow = s.add_material(Material::snow()).expect("snow");
-        let block = Region::Box {
-            min: [0.1, 0.1],
-            max: [0.3, 0.4],
-        };
-        s.add_particles(&block, Sampling::Jittered, 1.0 / 128.0, w, [0.0, 0.0])
-            .expect("water");
-        let ball = Region::Sphere {
-            centre: [0.6, 0.5],
-            radius: 0.08,
-        };
-        s.add_particles(&ball, Sampling::Jittered, 1.0 / 128.0, snow, [-1.0, 0.0])
-            .expect("snow");
+        let mut s = water_and_snow(b, settings);
         for _ in 0..101 {
             s.substep().expect("substep");
         }
@@ -1090,31 +1096,7 @@ fn sparse_and_dense_grids_agree(b: &BackendRef) {
     let run = |grid: GridLayout| {
         let mut settings = Settings::<2>::new(64, 2e-4);
         settings.grid = grid;
-        let mut s = Solver2::new(b, settings).expect("solver");
-        let w = s.add_material(Material::water()).expect("water");
-        let snow = s.add_material(Material::snow()).expect("snow");
-        s.add_particles(
-            &Region::Box {
-                min: [0.1, 0.1],
-                max: [0.3, 0.4],
-            },
-            Sampling::Jittered,
-            1.0 / 128.0,
-            w,
-            [0.0, 0.0],
-        )
-        .expect("water");
-        s.add_particles(
-            &Region::Sphere {
-                centre: [0.6, 0.5],
-                radius: 0.08,
-            },
-            Sampling::Jittered,
-            1.0 / 128.0,
-            snow,
-            [-1.0, 0.0],
-        )
-        .expect("snow");
+        let mut s = water_and_snow(b, settings);
         for _ in 0..200 {
             s.substep().expect("substep");
         }
