@@ -1402,10 +1402,14 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         .into_iter()
         .flatten()
         .collect();
-        let mut halo = Field::<f32>::new(&self.backend, [words.max(1) as u32])?;
+        let halo = match d.halo.take() {
+            Some(h) if h.len() >= words => h,
+            _ => Field::<f32>::new(&self.backend, [words.max(1) as u32])?,
+        };
+        let halo = d.halo.insert(halo);
         let mut to = vec![Vec::new(); size];
         for &(r, at) in &neighbours {
-            S::halo_pack(&self.grid, &mut halo, at, res, n)?;
+            S::halo_pack(&self.grid, halo, at, res, n)?;
             let mut h = halo.download()?;
             h.truncate(words);
             let h: Vec<u32> = h.into_iter().map(f32::to_bits).collect();
@@ -1423,7 +1427,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             };
             let got: Vec<f32> = got.into_iter().map(f32::from_bits).collect();
             halo.upload_at(0, &got)?;
-            S::halo_add(&mut self.grid, &halo, at, res, n)?;
+            S::halo_add(&mut self.grid, halo, at, res, n)?;
         }
         Ok(())
     }
@@ -1498,6 +1502,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
             slabs,
             halo_bytes: 0,
             migrated_bytes: 0,
+            halo: None,
         });
         // Everyone holds everything: keep this slab's, send nothing.
         let host = self.particles.download()?;

@@ -147,9 +147,12 @@ pub fn unsqueeze(squeezed: &[u32], len: usize) -> Option<Vec<u32>> {
 pub(super) struct Decomposition {
     pub ranks: Box<dyn Ranks>,
     pub slabs: Slabs,
-    /// Bytes this rank sent to others in halo exchanges and migrations, so far.
+    /// Bytes this rank sent to others so far: shared planes, migrating particles.
     pub halo_bytes: u64,
     pub migrated_bytes: u64,
+    /// The field the shared planes are packed into and added from, kept between exchanges
+    /// (as large as the largest so far).
+    pub halo: Option<crate::Field<f32>>,
 }
 
 impl Decomposition {
