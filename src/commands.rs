@@ -19,7 +19,7 @@ use crate::backend::{self, Choice};
 use crate::checkpoint::{self, Header};
 use crate::demos;
 use crate::output::{self, GifRecorder};
-use crate::peers::{FrameParticles, Peers};
+use crate::peers::{FrameParticles, Peers, Placement};
 use crate::render::{self, Colouring, View3d};
 use crate::scene_file::{self, Scene};
 use crate::view::{Input, Shown};
@@ -80,18 +80,26 @@ pub struct Summary {
 fn backend_for(
     flag: Option<Choice>,
     threads: Option<usize>,
-    device: Option<String>,
+    placement: &Placement,
 ) -> Result<BackendRef, AnyError> {
     let choice = backend::choice(flag)?;
     let cpu = |threads: Option<usize>| -> Result<BackendRef, AnyError> {
-        let cpu = match threads {
-            Some(n) => mpm_cpu::CpuBackend::with_threads(thread_count(n)?)?,
-            None => mpm_cpu::CpuBackend::new(),
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let cpu = match (threads, placement.ranks_on_machine) {
+            (Some(n), _) => mpm_cpu::CpuBackend::with_threads(thread_count(n)?)?,
+            // Ranks on one machine share its cores rather than each taking all of them.
+            (None, ranks) if ranks > 1 => {
+                mpm_cpu::CpuBackend::with_threads((cores / ranks).max(1))?
+            }
+            (None, _) => mpm_cpu::CpuBackend::new(),
         };
         Ok(Arc::new(cpu))
     };
     let options = || VulkanOptions {
-        device: device.clone().or(VulkanOptions::from_env().device),
+        device: placement
+            .device
+            .clone()
+            .or(VulkanOptions::from_env().device),
         ..VulkanOptions::from_env()
     };
     match (choice, threads) {
@@ -148,7 +156,7 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         let mpi = crate::ranks::Mpi::start().ok_or("MPI was started already")?;
         if mpi.size() > 1 {
             let peers = Peers::new(crate::ranks::world_ranks);
-            return match run_on(opts, Some(&peers), mpi.device()) {
+            return match run_on(opts, Some(&peers), &mpi.placement()) {
                 Ok(summary) => Ok(summary),
                 Err(e) => {
                     eprintln!("mpm: rank {} of {}: error: {e}", mpi.rank(), mpi.size());
@@ -169,13 +177,13 @@ pub fn run(opts: &RunOptions) -> Result<Summary, AnyError> {
         )
         .into());
     }
-    run_on(opts, None, None)
+    run_on(opts, None, &Placement::default())
 }
 
 fn run_on(
     opts: &RunOptions,
     peers: Option<&Peers>,
-    device: Option<String>,
+    placement: &Placement,
 ) -> Result<Summary, AnyError> {
     // From the start: a signal during setup (building 10M particles takes a while) stops the
     // run before its first frame, with a checkpoint, as one during stepping does.
@@ -185,7 +193,7 @@ fn run_on(
     }
     let root = peers.is_none_or(Peers::is_root);
     let scene = scene_file::load_or_default(opts.scene.as_ref())?;
-    let backend = backend_for(opts.backend, opts.threads, device)?;
+    let backend = backend_for(opts.backend, opts.threads, placement)?;
     let stem = opts
         .scene
         .as_ref()

@@ -60,6 +60,14 @@ impl Peers {
     }
 }
 
+/// Where a rank runs among those on its machine: the Vulkan device it takes (`None`: as a
+/// process alone would choose) and how many ranks share the machine's cores.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub device: Option<String>,
+    pub ranks_on_machine: usize,
+}
+
 /// A frame's particles as one rank sends them to rank 0: positions, velocities, material
 /// ids and the colouring's values (empty when the colouring needs none).
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -39,8 +39,16 @@ impl Mpi {
 
     /// This process's rank among those on its machine (to pick its GPU).
     pub fn local_rank(&self) -> usize {
-        let node = self.universe.world().split_shared(0);
-        node.rank() as usize
+        self.universe.world().split_shared(0).rank() as usize
+    }
+
+    /// Where this rank runs: its GPU ([`Mpi::device`]) and the ranks sharing its machine's
+    /// cores (a CPU rank takes its share of them).
+    pub fn placement(&self) -> crate::peers::Placement {
+        crate::peers::Placement {
+            device: self.device(),
+            ranks_on_machine: self.universe.world().split_shared(0).size() as usize,
+        }
     }
 
     /// The Vulkan device this rank takes where the machine has several GPUs: the
