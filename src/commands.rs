@@ -19,7 +19,7 @@ use crate::backend::{self, Choice};
 use crate::checkpoint::{self, Header};
 use crate::demos;
 use crate::output::{self, GifRecorder};
-use crate::peers::{FrameParticles, Peers, Placement};
+use crate::peers::{writes_outputs, FrameParticles, Peers, Placement};
 use crate::render::{self, Colouring, View3d};
 use crate::scene_file::{self, Scene};
 use crate::view::{Input, Shown};
@@ -95,12 +95,12 @@ fn backend_for(
         };
         Ok(Arc::new(cpu))
     };
-    let options = || VulkanOptions {
-        device: placement
-            .device
-            .clone()
-            .or(VulkanOptions::from_env().device),
-        ..VulkanOptions::from_env()
+    let options = || {
+        let env = VulkanOptions::from_env();
+        VulkanOptions {
+            device: placement.device.clone().or(env.device.clone()),
+            ..env
+        }
     };
     match (choice, threads) {
         (Choice::Cpu, n) => cpu(n),
@@ -191,7 +191,7 @@ fn run_on(
     if peers.is_some() && opts.view {
         return Err("--view shows a run of one process; under mpirun leave it out".into());
     }
-    let root = peers.is_none_or(Peers::is_root);
+    let root = writes_outputs(peers);
     let scene = scene_file::load_or_default(opts.scene.as_ref())?;
     let backend = backend_for(opts.backend, opts.threads, placement)?;
     let stem = opts
@@ -349,7 +349,7 @@ fn drive<S: Space<D>, const D: usize>(
         )
         .into());
     }
-    let bar = match peers.is_none_or(Peers::is_root) {
+    let bar = match writes_outputs(peers) {
         true => ProgressBar::new(frames as u64),
         false => ProgressBar::hidden(),
     }
@@ -372,7 +372,7 @@ fn drive<S: Space<D>, const D: usize>(
         bar,
         pusher: None,
         energy: opts.energy,
-        gif: (scene.output.gif && peers.is_none_or(Peers::is_root))
+        gif: (scene.output.gif && writes_outputs(peers))
             .then(|| GifRecorder::new(out.join("preview.gif"), 256, 40)),
         peers,
         rebalance_every: opts.rebalance_every,
@@ -519,7 +519,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
                 return Ok(None);
             }
         }
-        let root = self.peers.is_none_or(Peers::is_root);
+        let root = writes_outputs(self.peers);
         if self.energy {
             let mut e = self.solver.energy().map_err(|e| self.scene.explain(e))?;
             if let Some(p) = self.peers {

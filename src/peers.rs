@@ -60,6 +60,11 @@ impl Peers {
     }
 }
 
+/// Whether this process writes the outputs and prints: alone, or rank 0 of a run.
+pub fn writes_outputs(peers: Option<&Peers>) -> bool {
+    peers.is_none_or(Peers::is_root)
+}
+
 /// Where a rank runs among those on its machine: the Vulkan device it takes (`None`: as a
 /// process alone would choose) and how many ranks share the machine's cores.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

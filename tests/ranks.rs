@@ -18,6 +18,7 @@ use mpm::core::solver::{
     MaterialId, Region, Sampling, Settings, Shape, Solver, Solver2, Solver3, Space, Thermal,
     TimeStep, Walls,
 };
+use mpm::peers::Peers;
 use mpm::ranks::Mpi;
 use mpm::{backend, BackendRef};
 
@@ -352,11 +353,10 @@ fn check<S: Space<D>, const D: usize>(
     build: impl Fn(&BackendRef) -> Solver<S, D>,
     backend_of: impl Fn(usize) -> BackendRef,
 ) {
-    let rank = mpi.rank();
     let or_fail = |what: &str, e: mpm::core::solver::SolverError| -> ! {
         fail(mpi, &format!("{}: {what}: {e}", case.name))
     };
-    let mut s = build(&backend_of(rank));
+    let mut s = build(&backend_of(mpi.rank()));
     s.decompose(mpi.ranks())
         .unwrap_or_else(|e| or_fail("decompose", e));
     for step in 1..=case.substeps {
@@ -374,24 +374,19 @@ fn check<S: Space<D>, const D: usize>(
         .download()
         .unwrap_or_else(|e| or_fail("download", e));
     // Every rank's particles, gathered on rank 0.
-    let mut to = vec![Vec::new(); mpi.size()];
-    to[0] = mine.to_words();
-    let gathered = mpi
-        .ranks()
-        .exchange(to)
+    let peers = Peers::new(mpm::ranks::world_ranks);
+    let gathered = peers
+        .gather(mine.to_words())
         .unwrap_or_else(|e| or_fail("gather", e));
-    let stats = [
+    let mut total = [
         report.halo_bytes as f64,
         report.migrated_bytes as f64,
         mine.len() as f64,
     ];
-    let mut total = stats;
-    mpi.ranks()
-        .sum(&mut total)
-        .unwrap_or_else(|e| or_fail("sum", e));
-    if rank != 0 {
+    peers.sum(&mut total).unwrap_or_else(|e| or_fail("sum", e));
+    let Some(gathered) = gathered else {
         return;
-    }
+    };
     let mut all = HostParticles::<S::V, S::M>::default();
     for words in &gathered {
         if words.is_empty() {
@@ -470,26 +465,15 @@ fn fail(mpi: &Mpi, message: &str) -> ! {
 /// The largest difference between two sets of vectors, axis by axis, each axis's values
 /// sorted (so the particles' order does not matter).
 fn worst<S: Space<D>, const D: usize>(a: &[S::V], b: &[S::V]) -> f32 {
-    let mut worst = 0.0f32;
-    for axis in 0..D {
-        let sorted = |v: &[S::V]| {
-            let mut c: Vec<f32> = v.iter().map(|&p| S::components(p)[axis]).collect();
-            c.sort_by(f32::total_cmp);
-            c
-        };
-        let (a, b) = (sorted(a), sorted(b));
-        for (x, y) in a.iter().zip(&b) {
-            worst = worst.max((x - y).abs());
-        }
-    }
-    worst
+    let arrays = |v: &[S::V]| v.iter().map(|&p| S::components(p)).collect::<Vec<_>>();
+    worst_points(&arrays(a), &arrays(b))
 }
 
-/// [`worst`] for points of three coordinates.
-fn worst_points(a: &[[f32; 3]], b: &[[f32; 3]]) -> f32 {
-    (0..3)
+/// [`worst`] for points as arrays of coordinates.
+fn worst_points<const D: usize>(a: &[[f32; D]], b: &[[f32; D]]) -> f32 {
+    (0..D)
         .map(|axis| {
-            let pick = |v: &[[f32; 3]]| v.iter().map(|p| p[axis]).collect::<Vec<f32>>();
+            let pick = |v: &[[f32; D]]| v.iter().map(|p| p[axis]).collect::<Vec<f32>>();
             worst_scalar(&pick(a), &pick(b))
         })
         .fold(0.0, f32::max)

@@ -1335,24 +1335,11 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         let (flip, heat, tension) = (s.flip > 0.0, s.heat.is_some(), s.surface_tension);
         // Sections v, v0, m, heat, color, q, j (see `halo_pack`).
         let scattered = [true, flip, true, heat, tension, false, false];
+        let only = |section: usize| std::array::from_fn(|k| k == section);
         let mut parts: Vec<(&str, &str, Option<[bool; 7]>)> = vec![
             ("speeds", "color_p2g", Some(scattered)),
-            (
-                "capillary",
-                "conduct",
-                heat.then_some([false; 7]).map(|mut q| {
-                    q[5] = true;
-                    q
-                }),
-            ),
-            (
-                "heat_g2p",
-                "f_bar_scatter",
-                s.f_bar.then_some([false; 7]).map(|mut j| {
-                    j[6] = true;
-                    j
-                }),
-            ),
+            ("capillary", "conduct", heat.then(|| only(5))),
+            ("heat_g2p", "f_bar_scatter", s.f_bar.then(|| only(6))),
             ("f_bar_stress", "f_bar_stress", None),
         ];
         // Parts with no exchange between them run as one launch.
@@ -1438,21 +1425,13 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         let Some(d) = &mut self.ranks else {
             return Ok(());
         };
-        let (rank, size, dx) = (d.rank(), d.ranks.size(), self.settings.dx);
+        let (rank, size) = (d.rank(), d.ranks.size());
         let n = self.particles.count() as usize;
         let mut x = self.particles.x.download()?;
         let mut material = self.particles.material.download()?;
         x.truncate(n);
         material.truncate(n);
-        // Dead particles stay, to be removed by this rank's next check.
-        let owner: Vec<usize> = x
-            .iter()
-            .zip(&material)
-            .map(|(p, &m)| match m >= 0 {
-                true => d.slabs.owner(ranks::cell_of(S::components(*p)[0], dx)),
-                false => rank,
-            })
-            .collect();
+        let owner = owners::<S, D>(d, &x, &material, self.settings.dx);
         let mut to = vec![Vec::new(); size];
         if owner.iter().any(|&o| o != rank) {
             let mut parts = self.particles.download()?.split(&owner, size);
@@ -1506,19 +1485,9 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         });
         // Everyone holds everything: keep this slab's, send nothing.
         let host = self.particles.download()?;
-        let dx = self.settings.dx;
-        let d = self.ranks.as_ref().map(|d| (d.rank(), &d.slabs));
-        if let Some((rank, slabs)) = d {
-            let owner: Vec<usize> = host
-                .x
-                .iter()
-                .zip(&host.material)
-                .map(|(p, &m)| match m >= 0 {
-                    true => slabs.owner(ranks::cell_of(S::components(*p)[0], dx)),
-                    false => rank,
-                })
-                .collect();
-            let mine = host.split(&owner, slabs.ranks()).swap_remove(rank);
+        if let Some(d) = &self.ranks {
+            let owner = owners::<S, D>(d, &host.x, &host.material, self.settings.dx);
+            let mine = host.split(&owner, d.slabs.ranks()).swap_remove(d.rank());
             self.particles.upload(&mine)?;
         }
         Ok(())
@@ -1645,6 +1614,23 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         };
         Ok(())
     }
+}
+
+/// The rank each particle at `x` belongs to: its cell's slab's; a dead one (negative
+/// `material`) stays with this rank, to be removed by its next check.
+fn owners<S: Space<D>, const D: usize>(
+    d: &ranks::Decomposition,
+    x: &[S::V],
+    material: &[i32],
+    dx: f32,
+) -> Vec<usize> {
+    x.iter()
+        .zip(material)
+        .map(|(p, &m)| match m >= 0 {
+            true => d.slabs.owner(ranks::cell_of(S::components(*p)[0], dx)),
+            false => d.rank(),
+        })
+        .collect()
 }
 
 /// The evolving state of a solver (see `Solver::snapshot`).
