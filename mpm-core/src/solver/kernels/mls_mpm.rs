@@ -331,7 +331,10 @@ pub fn keep_out(
 }
 
 /// The substep kernel of one spline: `support` nodes per axis, stencil loops `depth` deep
-/// (the third loop runs once in 2D); constant bounds, so both backends unroll them.
+/// (the third loop runs once in 2D). The loops' bounds are the literals themselves, so that
+/// both backends unroll them: bound to a kernel-level `let`, they reached each CPU loop
+/// closure as a captured value it loaded at run time, and mpm3d.toml's G2P ran its stencil
+/// as a counted loop that picked each weight by compare and branch.
 macro_rules! substep {
     ($substep:ident, $support:literal, $depth:ident) => {
         /// One substep: clear the grid, scatter particles (P2G), update grid velocities
@@ -421,8 +424,6 @@ macro_rules! substep {
         ) {
             let inv_dx = 1.0 / dx;
             let cell_volume = pow(dx, DIM as f32);
-            let support = $support;
-            let depth = $depth;
             'speeds: for b in 0..crate::solver::kernels::SPEED_BUCKETS {
                 speeds[b] = 0;
             }
@@ -448,7 +449,7 @@ macro_rules! substep {
             'p2g: for p in 0..count {
                 let id = material[p];
                 if id >= 0 {
-                    let (base, fx, w) = stencil(x[p] * inv_dx, support);
+                    let (base, fx, w) = stencil(x[p] * inv_dx, $support);
                     let wx = w[0];
                     let wy = w[1];
                     let wz = w[2];
@@ -456,9 +457,9 @@ macro_rules! substep {
                     let apic = m * c[p];
                     let affine = (-dt * vol[p] * dinv) * tau[p] + apic;
                     let momentum = m * v[p];
-                    for i in 0..support {
-                        for k in 0..support {
-                            for l in 0..depth {
+                    for i in 0..$support {
+                        for k in 0..$support {
+                            for l in 0..$depth {
                                 let o = offset(i, k, l);
                                 let weight = wx[i] * wy[k] * wz[l];
                                 let dpos = (to_vec(o) - fx) * dx;
@@ -476,12 +477,12 @@ macro_rules! substep {
             'heat_p2g: for p in 0..heat_count {
                 let id = material[p];
                 if id >= 0 {
-                    let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                    let (base, _fx, w) = stencil(x[p] * inv_dx, $support);
                     let capacity = mass[p] * table[id * MATERIAL_ROWS + KIND_ROW].z;
                     let heat = vec2(capacity, capacity * temperature[p]);
-                    for i in 0..support {
-                        for k in 0..support {
-                            for l in 0..depth {
+                    for i in 0..$support {
+                        for k in 0..$support {
+                            for l in 0..$depth {
                                 let o = offset(i, k, l);
                                 grid_heat[base + o] += (w[0][i] * w[1][k] * w[2][l]) * heat;
                             }
@@ -502,13 +503,13 @@ macro_rules! substep {
                 if id >= 0 {
                     let channel = table[id * MATERIAL_ROWS + KIND_ROW].w as i32;
                     if channel >= 0 {
-                        let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                        let (base, _fx, w) = stencil(x[p] * inv_dx, $support);
                         let mut share = Vec4::ZERO;
                         share[channel] =
                             vol[p] * (1.0 + materials::volume_change(grad_u[p])) / cell_volume;
-                        for i in 0..support {
-                            for k in 0..support {
-                                for l in 0..depth {
+                        for i in 0..$support {
+                            for k in 0..$support {
+                                for l in 0..$depth {
                                     let o = offset(i, k, l);
                                     grid_color[base + o] += (w[0][i] * w[1][k] * w[2][l]) * share;
                                 }
@@ -671,11 +672,11 @@ macro_rules! substep {
             'conduct: for p in 0..heat_count {
                 let id = material[p];
                 if id >= 0 {
-                    let (base, fx, w) = stencil(x[p] * inv_dx, support);
+                    let (base, fx, w) = stencil(x[p] * inv_dx, $support);
                     let mut gradient = Vec::ZERO;
-                    for i in 0..support {
-                        for k in 0..support {
-                            for l in 0..depth {
+                    for i in 0..$support {
+                        for k in 0..$support {
+                            for l in 0..$depth {
                                 let o = offset(i, k, l);
                                 let weight = w[0][i] * w[1][k] * w[2][l];
                                 let dpos = (to_vec(o) - fx) * dx;
@@ -686,9 +687,9 @@ macro_rules! substep {
                     let volume = vol[p] * (1.0 + materials::volume_change(grad_u[p]));
                     let conductivity = table[id * MATERIAL_ROWS + KIND_ROW].y;
                     let flux = (-volume * conductivity * dinv * dinv) * gradient;
-                    for i in 0..support {
-                        for k in 0..support {
-                            for l in 0..depth {
+                    for i in 0..$support {
+                        for k in 0..$support {
+                            for l in 0..$depth {
                                 let o = offset(i, k, l);
                                 let weight = w[0][i] * w[1][k] * w[2][l];
                                 let dpos = (to_vec(o) - fx) * dx;
@@ -704,13 +705,13 @@ macro_rules! substep {
             'heat_g2p: for p in 0..heat_count {
                 let id = material[p];
                 if id >= 0 {
-                    let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                    let (base, _fx, w) = stencil(x[p] * inv_dx, $support);
                     // The nodes' temperature change per unit `dt`, their temperature before.
                     let mut warming = 0.0;
                     let mut smooth = 0.0;
-                    for i in 0..support {
-                        for k in 0..support {
-                            for l in 0..depth {
+                    for i in 0..$support {
+                        for k in 0..$support {
+                            for l in 0..$depth {
                                 let o = offset(i, k, l);
                                 let weight = w[0][i] * w[1][k] * w[2][l];
                                 let node = grid_heat[base + o];
@@ -732,16 +733,16 @@ macro_rules! substep {
             'g2p_stress: for p in 0..count {
                 let id = material[p];
                 if id >= 0 {
-                    let (base, fx, w) = stencil(x[p] * inv_dx, support);
+                    let (base, fx, w) = stencil(x[p] * inv_dx, $support);
                     let wx = w[0];
                     let wy = w[1];
                     let wz = w[2];
                     let mut v_pic = Vec::ZERO;
                     let mut v_change = Vec::ZERO;
                     let mut b = Mat::ZERO;
-                    for i in 0..support {
-                        for k in 0..support {
-                            for l in 0..depth {
+                    for i in 0..$support {
+                        for k in 0..$support {
+                            for l in 0..$depth {
                                 let o = offset(i, k, l);
                                 let weight = wx[i] * wy[k] * wz[l];
                                 let dpos = (to_vec(o) - fx) * dx;
@@ -919,11 +920,11 @@ macro_rules! substep {
             'f_bar_scatter: for p in 0..f_bar_count {
                 let id = material[p];
                 if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + KIND_ROW].x as i32) {
-                    let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                    let (base, _fx, w) = stencil(x[p] * inv_dx, $support);
                     let share = vol[p] * vec2(materials::volume_change(grad_u[p]), 1.0);
-                    for i in 0..support {
-                        for k in 0..support {
-                            for l in 0..depth {
+                    for i in 0..$support {
+                        for k in 0..$support {
+                            for l in 0..$depth {
                                 let o = offset(i, k, l);
                                 grid_j[base + o] += (w[0][i] * w[1][k] * w[2][l]) * share;
                             }
@@ -934,11 +935,11 @@ macro_rules! substep {
             'f_bar_stress: for p in 0..f_bar_count {
                 let id = material[p];
                 if id >= 0 && f_bar_applies(table[id * MATERIAL_ROWS + KIND_ROW].x as i32) {
-                    let (base, _fx, w) = stencil(x[p] * inv_dx, support);
+                    let (base, _fx, w) = stencil(x[p] * inv_dx, $support);
                     let mut dj_bar = 0.0;
-                    for i in 0..support {
-                        for k in 0..support {
-                            for l in 0..depth {
+                    for i in 0..$support {
+                        for k in 0..$support {
+                            for l in 0..$depth {
                                 let o = offset(i, k, l);
                                 let node = grid_j[base + o];
                                 if node.y > 0.0 {
