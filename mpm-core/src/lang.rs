@@ -425,10 +425,12 @@ macro_rules! vector_indexable {
     ($($v:ty, $s:ty, $n:expr);*) => {$(
         impl Indexable for $v {
             type Item = $s;
+            // Through the components as an array: an indexed load, where glam's `Index`
+            // matches on the index (a branch per component in a stencil loop's weights).
             #[inline(always)]
-            fn at(&self, i: usize) -> $s { self[i] }
+            fn at(&self, i: usize) -> $s { AsRef::<[$s; $n]>::as_ref(self)[i] }
             #[inline(always)]
-            fn at_mut(&mut self, i: usize) -> &mut $s { &mut self[i] }
+            fn at_mut(&mut self, i: usize) -> &mut $s { &mut AsMut::<[$s; $n]>::as_mut(self)[i] }
             #[inline(always)]
             fn len_() -> usize { $n }
         }

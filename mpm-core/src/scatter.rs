@@ -139,7 +139,7 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
         self.add(index, value, false);
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
     where
         T: AtomicAdd,

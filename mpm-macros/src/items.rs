@@ -3,10 +3,10 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::{Error, ItemFn, Pat, Result};
+use syn::{Error, Ident, ItemFn, Pat, Result};
 
 use crate::check;
-use crate::checked::{Domain, ParLoop, Top};
+use crate::checked::{Binding, Domain, ParLoop, Stmt, Top};
 use crate::emit_cpu;
 use crate::emit_trace::Trace;
 use crate::signature::{arg_name, kernel_params, Param};
@@ -75,9 +75,21 @@ fn plain_inputs(sig: &syn::Signature) -> TokenStream {
 /// uses once, and each invocation copies them into `Access` values that shadow the fields
 /// (in registers: see `mpm_core::host::Access`), wrapped for `scatter` fields in
 /// `ScatterView`s on the worker's private copies (`__copies`).
-fn cpu_loop(l: &ParLoop) -> TokenStream {
+///
+/// `outer` names the kernel-level values in scope (scalar parameters, top-level `let`s):
+/// each invocation copies them into locals first. The closure captures them by reference,
+/// and the compiler treats every field access (an atomic) as a possible write to any
+/// memory, so without the copies it loads `dt` or a flag again after each access.
+fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
     let (var, used, scatter) = (&l.var, &l.used, &l.scatter);
+    let mut seen = std::collections::HashSet::new();
+    let outer: Vec<&Ident> = outer
+        .iter()
+        .filter(|name| *name != var && seen.insert(name.to_string()))
+        .collect();
+    let copies_of_outer = quote!(#(let #outer = #outer;)*);
     let body = emit_cpu::stmts(&l.body);
+    let body = quote!(#copies_of_outer #body);
     let init = quote!(|| (#(#used.local(),)*));
     let k = 0..scatter.len();
     let copies = (!scatter.is_empty()).then(|| quote!(__copies,));
@@ -189,15 +201,37 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
         Vec::new(),
         Vec::new(),
     );
+    // The kernel-level values in scope (see `cpu_loop`): scalar parameters, then initialised
+    // top-level `let`s as they come.
+    let mut outer: Vec<Ident> = params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Scalar { name, .. } => Some(name.clone()),
+            Param::Field { .. } => None,
+        })
+        .collect();
     for top in tops {
         match top {
             Top::Let(s) => {
                 cpu_body.extend(emit_cpu::stmt(s));
                 trace_body.extend(trace.stmt(s));
+                if let Stmt::Let {
+                    binding,
+                    value: Some(_),
+                } = s
+                {
+                    match binding {
+                        Binding::Name { name, .. } => outer.push(name.clone()),
+                        Binding::Tuple(names) => {
+                            outer.extend(names.iter().map(|(_, name)| name.clone()))
+                        }
+                        Binding::Wild => {}
+                    }
+                }
             }
             Top::Loop(l) => {
                 let k = loop_names.len();
-                let run = cpu_loop(l);
+                let run = cpu_loop(l, &outer);
                 cpu_body.extend(quote!(if __args.runs(#k) { #run }));
                 cpu_body.extend(quote!(__args.lap(#k);));
                 loop_names.push(l.name.clone().unwrap_or_default());
