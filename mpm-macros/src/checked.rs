@@ -96,6 +96,17 @@ pub enum Binding {
     Tuple(Vec<(Option<syn::Token![mut]>, Ident)>),
 }
 
+impl Binding {
+    /// The names the binding introduces.
+    pub fn names(&self) -> Vec<&Ident> {
+        match self {
+            Binding::Name { name, .. } => vec![name],
+            Binding::Wild => Vec::new(),
+            Binding::Tuple(names) => names.iter().map(|(_, name)| name).collect(),
+        }
+    }
+}
+
 pub enum Place {
     Local(Path),
     Member(Box<Place>, syn::Member, u32),

@@ -6,7 +6,7 @@ use quote::quote;
 use syn::{Error, Ident, ItemFn, Pat, Result};
 
 use crate::check;
-use crate::checked::{Binding, Domain, ParLoop, Stmt, Top};
+use crate::checked::{Domain, ParLoop, Stmt, Top};
 use crate::emit_cpu;
 use crate::emit_trace::Trace;
 use crate::signature::{arg_name, kernel_params, Param};
@@ -82,11 +82,7 @@ fn plain_inputs(sig: &syn::Signature) -> TokenStream {
 /// memory, so without the copies it loads `dt` or a flag again after each access.
 fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
     let (var, used, scatter) = (&l.var, &l.used, &l.scatter);
-    let mut seen = std::collections::HashSet::new();
-    let outer: Vec<&Ident> = outer
-        .iter()
-        .filter(|name| *name != var && seen.insert(name.to_string()))
-        .collect();
+    let outer = outer.iter().filter(|name| *name != var);
     let copies_of_outer = quote!(#(let #outer = #outer;)*);
     let body = emit_cpu::stmts(&l.body);
     let body = quote!(#copies_of_outer #body);
@@ -201,8 +197,8 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
         Vec::new(),
         Vec::new(),
     );
-    // The kernel-level values in scope (see `cpu_loop`): scalar parameters, then initialised
-    // top-level `let`s as they come.
+    // The kernel-level values in scope (see `cpu_loop`), each name once: scalar parameters,
+    // then initialised top-level `let`s as they come.
     let mut outer: Vec<Ident> = params
         .iter()
         .filter_map(|p| match p {
@@ -220,12 +216,10 @@ fn kernel_item(f: &ItemFn, params: &[Param], tops: &[Top]) -> TokenStream {
                     value: Some(_),
                 } = s
                 {
-                    match binding {
-                        Binding::Name { name, .. } => outer.push(name.clone()),
-                        Binding::Tuple(names) => {
-                            outer.extend(names.iter().map(|(_, name)| name.clone()))
+                    for name in binding.names() {
+                        if !outer.contains(name) {
+                            outer.push(name.clone());
                         }
-                        Binding::Wild => {}
                     }
                 }
             }
