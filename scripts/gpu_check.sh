@@ -1,35 +1,98 @@
 #!/usr/bin/env bash
-# The checks that need a real GPU, in one go: build, list the Vulkan devices, run the
-# CPU/GPU equivalence suites and the per-backend solver suite through the GPU's own driver
+# The checks that need a real GPU, in one go: list the Vulkan devices, run the CPU/GPU
+# equivalence suites and the per-backend solver suite through the GPU's own driver
 # (validation layer on), then time the standard scenes (`mpm bench`), Taichi's benchmark
-# scenes and sparse against dense layouts on the GPU. Prints every figure; exits non-zero when
-# a suite fails or when the only device is a software renderer.
+# scenes, the P2G schedules and sparse against dense layouts on the GPU. Prints every figure;
+# a failing suite is reported and the timings still run; exits non-zero when a suite failed
+# or when the only device is a software renderer.
 #
-#   bash scripts/gpu_check.sh            # about 10 minutes on a fast machine
-#   bash scripts/gpu_check.sh --quick    # fewer timed substeps
+#   bash scripts/gpu_check.sh                 # build here, then check (about 10 minutes)
+#   bash scripts/gpu_check.sh --quick         # fewer timed substeps
+#   bash scripts/gpu_check.sh --timings-only  # no suites, only the figures
+#   bash scripts/gpu_check.sh --bundle F      # build here and pack the binaries into F
+#   bash scripts/gpu_check.sh --from F        # check with the binaries packed in F
+#
+# `--bundle` / `--from` serve a GPU machine without a Rust toolchain: the binaries (the
+# program, the examples and the suites' test executables, stripped; shaderc is linked in)
+# are built where cargo is and run there from the repository's root. With Taichi importable
+# (`python3 -c 'import taichi'`, or its folder in PYTHONPATH) the script also times Taichi's
+# own mpm99 / mpm3d on CUDA and Vulkan next to ours (scripts/taichi_bench.py).
 #
 # MPM_VK_DEVICE=N|name picks the device (see `mpm devices`); MPM_ALLOW_SOFTWARE=1 lets the
 # script run on lavapipe / llvmpipe, to try it on a machine without a GPU.
-# It needs what scripts/setup.sh installs but Mesa (the Vulkan loader, the validation layer,
-# shaderc) and the GPU's own Vulkan driver; for NVIDIA in a container VK_DRIVER_FILES may have
-# to name its ICD file (e.g. /usr/share/vulkan/icd.d/nvidia_icd.json).
+# It needs the Vulkan loader, the validation layer and the GPU's own Vulkan driver (building
+# also needs what scripts/setup.sh installs); for NVIDIA in a container VK_DRIVER_FILES may
+# have to name its ICD file (e.g. /usr/share/vulkan/icd.d/nvidia_icd.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=500
 big=128
-if [ "${1:-}" = --quick ]; then
-    steps=50
-    big=64
-fi
-export MPM_REQUIRE_GPU=1
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+huge=256
+mode=build
+suites_too=1
+archive=
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) steps=50 big=64 huge= ;;
+    --timings-only) suites_too=0 ;;
+    --bundle | --from)
+        mode=${1#--}
+        archive=${2:?"$1 needs a file name"}
+        shift
+        ;;
+    *)
+        echo "gpu_check: unknown argument $1 (--quick, --timings-only, --bundle FILE," \
+            "--from FILE)" >&2
+        exit 2
+        ;;
+    esac
+    shift
+done
 
-echo "== build"
-cargo build --release --bin mpm --example mpm99 --example mpm3d --example layout_ratios
+suites=(equivalence solver_equivalence materials fields sparse blocks binning jfluid solver
+    validation)
+examples=(mpm99 mpm3d layout_ratios)
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+
+# Builds the program, the examples and the suites, and puts them into $bin under plain names.
+build() {
+    cargo build --release --bin mpm "${examples[@]/#/--example=}"
+    cp target/release/mpm "$bin/"
+    for e in "${examples[@]}"; do cp "target/release/examples/$e" "$bin/"; done
+    # `--no-run` names each test executable on a line "Executable tests/NAME.rs (PATH)".
+    cargo test --release --no-run "${suites[@]/#/--test=}" 2>&1 |
+        sed -n 's/.*Executable tests\/\([a-z_0-9]*\)\.rs (\(.*\))$/\1 \2/p' |
+        while read -r name path; do cp "$path" "$bin/test-$name"; done
+    for s in "${suites[@]}"; do
+        [ -x "$bin/test-$s" ] || { echo "gpu_check: no test executable for $s" >&2; exit 1; }
+    done
+}
+
+case $mode in
+bundle)
+    echo "== build"
+    build
+    strip "$bin"/*
+    tar -C "$bin" -cf - . | xz -9 -T0 >"$archive"
+    echo "gpu_check: wrote $archive ($(du -h "$archive" | cut -f1)); on the GPU machine, from" \
+        "this repository's root: bash scripts/gpu_check.sh --from $archive"
+    exit 0
+    ;;
+from) tar -C "$bin" -xf "$archive" ;;
+build)
+    echo "== build"
+    build
+    ;;
+esac
+
+export MPM_REQUIRE_GPU=1
+failed=0
+log=$(mktemp)
+trap 'rm -rf "$bin" "$log"' EXIT
 
 echo "== devices"
-devices=$(./target/release/mpm devices)
+devices=$("$bin/mpm" devices)
 echo "$devices"
 chosen=$(grep -- '<- auto' <<<"$devices" || true)
 if [ -z "$chosen" ] || grep -qiE 'llvmpipe|lavapipe|swiftshader' <<<"$chosen"; then
@@ -41,38 +104,54 @@ if [ -z "$chosen" ] || grep -qiE 'llvmpipe|lavapipe|swiftshader' <<<"$chosen"; t
 fi
 
 echo "== CPU/GPU equivalence and per-backend suites"
-suites=(--test equivalence --test solver_equivalence --test materials --test fields
-    --test sparse --test blocks --test binning --test jfluid --test solver --test validation)
-if ! cargo test --release "${suites[@]}" >"$log" 2>&1; then
-    grep -E 'FAILED|panicked|failures:' "$log" | head -40
-    tail -60 "$log"
-    echo "gpu_check: a suite failed (full log above)" >&2
-    exit 1
-fi
-grep -E '^test result|Running' "$log"
+[ "$suites_too" = 1 ] || suites=()
+for s in "${suites[@]}"; do
+    start=$SECONDS
+    if "$bin/test-$s" >"$log" 2>&1; then
+        echo "$s: $(grep '^test result' "$log") [$((SECONDS - start)) s]"
+        grep -m1 '^equivalence:' "$log" || true
+    else
+        failed=1
+        echo "$s: FAILED [$((SECONDS - start)) s]"
+        grep -E 'panicked|^failures:|^    [a-z_:0-9]+$|^test result|validation' "$log" | head -40
+    fi
+done
 
 echo "== mpm bench ($steps substeps per scene and backend)"
-./target/release/mpm bench --backends both --steps "$steps"
+"$bin/mpm" bench --backends both --steps "$steps"
 
 echo "== Taichi's scenes, dedicated kernels (ms per substep)"
 for backend in cpu vulkan; do
-    ./target/release/examples/mpm99 --backend "$backend" --bench --steps $((steps * 4)) |
-        grep -E '^backend|ms/substep'
-    ./target/release/examples/mpm3d --backend "$backend" --bench --steps "$steps" |
-        grep -E 'ms/substep'
+    "$bin/mpm99" --backend "$backend" --bench --steps $((steps * 4)) | grep -E '^backend|ms/substep'
+    "$bin/mpm3d" --backend "$backend" --bench --steps "$steps" | grep -E 'ms/substep'
 done
-./target/release/examples/mpm3d --backend vulkan --bench --n-grid "$big" --steps "$steps" |
-    grep -E 'ms/substep'
+for n in $big $huge; do
+    echo "-- mpm3d $n^3, Vulkan"
+    "$bin/mpm3d" --backend vulkan --bench --n-grid "$n" --steps "$steps" | grep -E 'ms/substep'
+done
 
 echo "== mpm3d schedules on the GPU: plain, sorted every 16 (the default), tiled P2G"
 for schedule in "--sort-every 0" "--sort-every 16" "--sort-every 16 --tiled"; do
     echo "-- $schedule"
     # shellcheck disable=SC2086
-    ./target/release/examples/mpm3d --backend vulkan --bench --steps "$steps" $schedule |
-        grep -E 'loop p2g|ms/substep'
+    "$bin/mpm3d" --backend vulkan --bench --steps "$steps" $schedule | grep -E 'loop p2g|ms/substep'
 done
 
 echo "== sparse against dense on the GPU"
 for fill in 0.5 0.01; do
-    ./target/release/examples/layout_ratios --backend vulkan --fill "$fill" --rounds 10
+    "$bin/layout_ratios" --backend vulkan --fill "$fill" --rounds 10
 done
+
+if python3 -c 'import taichi' >/dev/null 2>&1; then
+    echo "== Taichi 1.7.4's own scenes on this machine (ms per substep)"
+    for arch in cuda vulkan; do
+        python3 scripts/taichi_bench.py mpm99 "$arch" $((steps * 4)) 100 | grep RESULT || failed=1
+        python3 scripts/taichi_bench.py mpm3d "$arch" "$steps" 100 | grep RESULT || failed=1
+        python3 scripts/taichi_bench.py mpm3d128 "$arch" "$steps" 20 | grep RESULT || failed=1
+    done
+fi
+
+if [ "$failed" != 0 ]; then
+    echo "gpu_check: a suite or a Taichi run failed (see above)" >&2
+    exit 1
+fi

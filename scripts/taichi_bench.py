@@ -1,7 +1,7 @@
 """Headless timing of Taichi's own mpm99 / mpm3d examples, for side-by-side comparisons
 (scripts/compare_taichi.sh runs it next to the engine's examples).
 
-Usage: python taichi_bench.py {mpm99|mpm3d} {cpu|vulkan} [steps] [warmup]
+Usage: python taichi_bench.py {mpm99|mpm3d|mpm3d128} {cpu|vulkan|cuda} [steps] [warmup]
 
 The example source shipped in the installed taichi package is loaded verbatim and
 executed with only these textual substitutions (each asserted to match exactly once):
@@ -17,7 +17,7 @@ scene = sys.argv[1]
 arch_name = sys.argv[2]
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else (2000 if scene == "mpm99" else 100)
 warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 100
-assert arch_name in ("cpu", "vulkan")
+assert arch_name in ("cpu", "vulkan", "cuda")
 
 # `mpm3d128`: Taichi's mpm3d with its own commented 128^3 line (dt 8e-5).
 example = "mpm3d" if scene == "mpm3d128" else scene
