@@ -67,6 +67,8 @@ build() {
     for s in "${suites[@]}"; do
         [ -x "$bin/test-$s" ] || { echo "gpu_check: no test executable for $s" >&2; exit 1; }
     done
+    # The suites check every compiled shader with spirv-val (SPIRV-Tools) when a GPU is required.
+    if command -v spirv-val >/dev/null; then cp "$(command -v spirv-val)" "$bin/"; fi
 }
 
 case $mode in
@@ -79,7 +81,10 @@ bundle)
         "this repository's root: bash scripts/gpu_check.sh --from $archive"
     exit 0
     ;;
-from) tar -C "$bin" -xf "$archive" ;;
+from)
+    tar -C "$bin" -xf "$archive"
+    export PATH="$bin:$PATH"
+    ;;
 build)
     echo "== build"
     build
@@ -105,15 +110,20 @@ fi
 
 echo "== CPU/GPU equivalence and per-backend suites"
 [ "$suites_too" = 1 ] || suites=()
+if [ "$suites_too" = 1 ]; then
+    # The device and whether the validation layer loaded (the harness captures this line).
+    "$bin/test-equivalence" --nocapture --exact funcs_calling_funcs 2>&1 | grep -m1 '^equivalence:' || true
+fi
 for s in "${suites[@]}"; do
     start=$SECONDS
     if "$bin/test-$s" >"$log" 2>&1; then
         echo "$s: $(grep '^test result' "$log") [$((SECONDS - start)) s]"
-        grep -m1 '^equivalence:' "$log" || true
     else
         failed=1
         echo "$s: FAILED [$((SECONDS - start)) s]"
-        grep -E 'panicked|^failures:|^    [a-z_:0-9]+$|^test result|validation' "$log" | head -40
+        # Each failing test's own output (its panic message and the failing input).
+        sed -n '/^---- /,/^failures:$/p' "$log" | head -120
+        grep '^test result' "$log"
     fi
 done
 
