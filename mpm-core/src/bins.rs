@@ -161,7 +161,7 @@ impl<'v, 'a, T, const D: usize> Deref for BinView<'_, 'v, 'a, T, D> {
     }
 }
 
-/// Runs `body(state, block, p)` for every particle `p` of every bin of `grid`'s blocks of
+/// Runs `body(state, block, particles)` for the particles of every bin of `grid`'s blocks of
 /// `block`^D cells, bin `b` holding `order[starts[b]..starts[b + 1]]`, in 2^D colour phases
 /// (see the module documentation). `init()` makes the state one worker's calls share.
 /// A block size below 2 runs as 2; a bin whose end is before its start is empty; reading
@@ -172,7 +172,7 @@ pub fn par_bins<'a, G: Elem, const D: usize, S>(
     starts: &View<'_, u32, 1>,
     block: i32,
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, &BinBlock<'a>, u32) + Sync + Send,
+    body: impl Fn(&S, &BinBlock<'a>, &[u32]) + Sync + Send,
 ) {
     let block = block.max(2) as i64;
     let shape = grid.shape();
@@ -209,9 +209,7 @@ pub fn par_bins<'a, G: Elem, const D: usize, S>(
                 let (s, e) = (starts.load(b as u32), starts.load(b as u32 + 1));
                 let mut particles: Vec<u32> = (s..e.max(s)).map(|k| order.load(k)).collect();
                 particles.sort_unstable();
-                for p in particles {
-                    body(state, &here, p);
-                }
+                body(state, &here, &particles);
                 here.queued.into_inner()
             })
             .collect();

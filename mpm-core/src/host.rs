@@ -473,8 +473,35 @@ pub(crate) fn add_word(cell: &AtomicU32, inc: u32, float: bool) -> u32 {
     }
 }
 
+/// Indices one call of a parallel loop's body takes at most. The generated body sets up the
+/// fields' views and copies the kernel's scalars once per call and then runs its
+/// invocations in a plain loop: once per index, that setup cost a 3D substep a twentieth of
+/// its instructions.
+pub const BATCH: usize = 64;
+
+/// Calls `body` with `items` in order, in slices of at most [`BATCH`] gathered on the stack.
+#[inline(always)]
+pub(crate) fn in_batches<T: Copy + Default>(
+    items: impl Iterator<Item = T>,
+    mut body: impl FnMut(&[T]),
+) {
+    let mut buf = [T::default(); BATCH];
+    let mut n = 0;
+    for t in items {
+        buf[n] = t;
+        n += 1;
+        if n == BATCH {
+            body(&buf);
+            n = 0;
+        }
+    }
+    if n > 0 {
+        body(&buf[..n]);
+    }
+}
+
 /// Integer types a top-level range loop can run over.
-pub trait LoopInt: Copy + Send + Sync {
+pub trait LoopInt: Copy + Default + Send + Sync {
     fn to_i64(self) -> i64;
     fn from_i64(v: i64) -> Self;
 }
@@ -505,70 +532,81 @@ pub fn loop_range<T: LoopInt>(start: T, end: T, inclusive: bool) -> LoopRange {
     }
 }
 
-/// Runs `body` for every `i` in `start..end` (`start..=end` when `inclusive`) in parallel.
-/// Each worker calls `init` once for the state its calls of `body` share (the fields'
-/// [`Local`] views).
+/// Runs `body` for every `i` in `start..end` (`start..=end` when `inclusive`) in parallel,
+/// in ascending slices of at most [`BATCH`] indices. Each worker calls `init` once for the
+/// state its calls of `body` share (the fields' [`Local`] views).
 pub fn par_for<T: LoopInt, S>(
     start: T,
     end: T,
     inclusive: bool,
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, T) + Sync + Send,
+    body: impl Fn(&S, &[T]) + Sync + Send,
 ) {
-    par_range(loop_range(start, end, inclusive), 64, init, body);
+    par_range(loop_range(start, end, inclusive), BATCH, init, body);
 }
 
-/// A top-level `for b in blocks(start..end)` without scattered fields: one task per block
-/// (a block is a whole particle bin or tile, so they are not batched as `par_for` batches).
+/// A top-level `for b in blocks(start..end)` without scattered fields: one block per call
+/// and task (a block is a whole particle bin or tile, so they are not batched as `par_for`
+/// batches).
 pub fn par_blocks<T: LoopInt, S>(
     start: T,
     end: T,
     inclusive: bool,
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, T) + Sync + Send,
+    body: impl Fn(&S, &[T]) + Sync + Send,
 ) {
     par_range(loop_range(start, end, inclusive), 1, init, body);
 }
 
-/// `body` for every index of `range`, at least `batch` indices per task.
+/// `body` for every index of `range`, `batch` indices per call.
 fn par_range<T: LoopInt, S>(
     range: LoopRange,
     batch: usize,
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, T) + Sync + Send,
+    body: impl Fn(&S, &[T]) + Sync + Send,
 ) {
-    (0..range.count as usize)
+    let batch = batch as u64;
+    (0..range.count.div_ceil(batch) as usize)
         .into_par_iter()
-        .with_min_len(batch)
-        .for_each_init(init, |state, k| {
-            body(state, T::from_i64(range.start + k as i64))
+        .for_each_init(init, |state, b| {
+            let lo = b as u64 * batch;
+            let ks = lo..(lo + batch).min(range.count);
+            in_batches(ks.map(|k| T::from_i64(range.start + k as i64)), |ts| {
+                body(state, ts)
+            });
         });
 }
 
 /// Index types a top-level `for i in field.indices()` loop yields.
-pub trait IndexSpace<const D: usize>: Copy + Send + Sync {
+pub trait IndexSpace<const D: usize>: Copy + Default + Send + Sync {
     fn from_linear(lin: u64, shape: &[u32; D]) -> Self;
-    /// The index `k` further along the last (fastest) axis.
-    fn along_last(self, k: u32) -> Self;
+    /// The index after this one in linear order (the last axis fastest): a step with
+    /// carries, where `from_linear` divides.
+    fn next_in(self, shape: &[u32; D]) -> Self;
 }
 impl IndexSpace<0> for () {
     fn from_linear(_: u64, _: &[u32; 0]) -> Self {}
-    fn along_last(self, _: u32) -> Self {}
+    fn next_in(self, _: &[u32; 0]) -> Self {}
 }
 impl IndexSpace<1> for u32 {
     fn from_linear(lin: u64, _: &[u32; 1]) -> Self {
         lin as u32
     }
-    fn along_last(self, k: u32) -> Self {
-        self + k
+    #[inline(always)]
+    fn next_in(self, _: &[u32; 1]) -> Self {
+        self.wrapping_add(1)
     }
 }
 impl IndexSpace<2> for IVec2 {
     fn from_linear(lin: u64, s: &[u32; 2]) -> Self {
         IVec2::new((lin / s[1] as u64) as i32, (lin % s[1] as u64) as i32)
     }
-    fn along_last(self, k: u32) -> Self {
-        IVec2::new(self.x, self.y + k as i32)
+    #[inline(always)]
+    fn next_in(self, s: &[u32; 2]) -> Self {
+        match self.y + 1 == s[1] as i32 {
+            true => IVec2::new(self.x + 1, 0),
+            false => IVec2::new(self.x, self.y + 1),
+        }
     }
 }
 impl IndexSpace<3> for IVec3 {
@@ -580,8 +618,15 @@ impl IndexSpace<3> for IVec3 {
             (lin % s[2] as u64) as i32,
         )
     }
-    fn along_last(self, k: u32) -> Self {
-        IVec3::new(self.x, self.y, self.z + k as i32)
+    #[inline(always)]
+    fn next_in(self, s: &[u32; 3]) -> Self {
+        if self.z + 1 != s[2] as i32 {
+            return IVec3::new(self.x, self.y, self.z + 1);
+        }
+        match self.y + 1 == s[1] as i32 {
+            true => IVec3::new(self.x + 1, 0, 0),
+            false => IVec3::new(self.x, self.y + 1, 0),
+        }
     }
 }
 
@@ -604,31 +649,32 @@ impl Dim<3> for Dims {
     type Index = IVec3;
 }
 
-/// Runs `body` for every index of `view`'s shape in parallel. Grids run in rows along the
-/// last axis, so that only a row's first index is divided out of the linear one (integer
-/// division per cell cost a third of a 3D grid loop).
+/// Runs `body` for every index of `view`'s shape in parallel, in slices of at most
+/// [`BATCH`] consecutive indices (in linear order, the last axis fastest). Only a slice's
+/// first index is divided out of the linear one (integer division per cell cost a third of
+/// a 3D grid loop); the others step.
 pub fn par_indices<T: Elem, const D: usize, S>(
     view: &View<'_, T, D>,
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, <Dims as Dim<D>>::Index) + Sync + Send,
+    body: impl Fn(&S, &[<Dims as Dim<D>>::Index]) + Sync + Send,
 ) where
     Dims: Dim<D>,
 {
     let shape = view.shape;
     let count: u64 = shape.iter().map(|&s| s as u64).product();
-    let row = if D >= 2 { shape[D - 1].max(1) } else { 1 };
-    let rows = count / row as u64;
-    (0..rows as usize)
+    let batch = BATCH as u64;
+    (0..count.div_ceil(batch) as usize)
         .into_par_iter()
-        .with_min_len((64 / row as usize).max(1))
-        .for_each_init(init, |state, r| {
-            let first = <<Dims as Dim<D>>::Index as IndexSpace<D>>::from_linear(
-                r as u64 * row as u64,
-                &shape,
-            );
-            for k in 0..row {
-                body(state, first.along_last(k));
+        .for_each_init(init, |state, b| {
+            let lo = b as u64 * batch;
+            let n = ((lo + batch).min(count) - lo) as usize;
+            let mut index = <<Dims as Dim<D>>::Index as IndexSpace<D>>::from_linear(lo, &shape);
+            let mut buf = [<Dims as Dim<D>>::Index::default(); BATCH];
+            for slot in &mut buf[..n] {
+                *slot = index;
+                index = index.next_in(&shape);
             }
+            body(state, &buf[..n]);
         });
 }
 
@@ -652,12 +698,12 @@ impl FromCoords for IVec3 {
     }
 }
 
-/// Runs `body` for every active index of `view` in parallel: every index of a dense field,
-/// the active cells of a sparse one.
+/// Runs `body` for every active index of `view` in parallel, in slices of at most [`BATCH`]:
+/// every index of a dense field, the active cells of a sparse one.
 pub fn par_active<T: Elem, const D: usize, S>(
     view: &View<'_, T, D>,
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, <Dims as Dim<D>>::Index) + Sync + Send,
+    body: impl Fn(&S, &[<Dims as Dim<D>>::Index]) + Sync + Send,
 ) where
     Dims: Dim<D>,
     <Dims as Dim<D>>::Index: FromCoords,
@@ -677,9 +723,19 @@ pub fn par_active<T: Elem, const D: usize, S>(
                 .for_each_init(init, |state, k| {
                     let (block, p) = ((k / pieces) as u32, (k % pieces) as u32);
                     let range = p * piece..((p + 1) * piece).min(cells);
+                    let mut buf = [<Dims as Dim<D>>::Index::default(); BATCH];
+                    let mut n = 0;
                     tree.for_each_active_in_block(block, range, |c| {
-                        body(state, <Dims as Dim<D>>::Index::from_coords(c))
-                    })
+                        buf[n] = <Dims as Dim<D>>::Index::from_coords(c);
+                        n += 1;
+                        if n == BATCH {
+                            body(state, &buf);
+                            n = 0;
+                        }
+                    });
+                    if n > 0 {
+                        body(state, &buf[..n]);
+                    }
                 })
         }
     }

@@ -20,7 +20,10 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use crate::host::{increment, loop_range, sum_word, Access, AtomicAdd, FieldIndex, LoopInt, View};
+use crate::host::{
+    in_batches, increment, loop_range, sum_word, Access, AtomicAdd, FieldIndex, LoopInt, View,
+    BATCH,
+};
 use crate::types::{Elem, Scalar};
 
 /// At most this many words of private copies per field (256 MiB).
@@ -177,9 +180,10 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
     }
 }
 
-/// Runs `body(state, copies, i)` for `i` in `start..end` (or `start..=end`), where `init()` makes the state one
-/// worker's calls share and `copies` are its private copies of `fields` (an empty slice for a
-/// field that keeps shared atomics). Reproducible: one contiguous chunk per thread, in
+/// Runs `body(state, copies, batch)` for the indices of `start..end` (or `start..=end`) in
+/// ascending slices `batch` of at most [`BATCH`], where `init()` makes the state one worker's
+/// calls share and `copies` are its private copies of `fields` (an empty slice for a field
+/// that keeps shared atomics). Reproducible: one contiguous chunk per thread, in
 /// parallel, then the copies are added into the fields in chunk order. Otherwise a plain
 /// parallel loop whose `copies` are all empty (shared atomics).
 pub fn par_scatter<I: LoopInt, S>(
@@ -189,7 +193,7 @@ pub fn par_scatter<I: LoopInt, S>(
     inclusive: bool,
     fields: &[&dyn ScatterField],
     init: impl Fn() -> S + Sync + Send,
-    body: impl Fn(&S, &[PrivateCopy<'_>], I) + Sync + Send,
+    body: impl Fn(&S, &[PrivateCopy<'_>], &[I]) + Sync + Send,
 ) {
     let range = loop_range(start, end, inclusive);
     // Nothing to add: no copies to fill and sum (a grid's worth of words).
@@ -198,12 +202,18 @@ pub fn par_scatter<I: LoopInt, S>(
     }
     if !reproducible {
         let n = fields.len();
-        return (0..range.count as usize)
+        let batch = BATCH as u64;
+        return (0..range.count.div_ceil(batch) as usize)
             .into_par_iter()
-            .with_min_len(64)
             .for_each_init(
                 || (init(), vec![PrivateCopy(None); n]),
-                |(state, none), k| body(state, none, I::from_i64(range.start + k as i64)),
+                |(state, none), b| {
+                    let lo = b as u64 * batch;
+                    let ks = lo..(lo + batch).min(range.count);
+                    in_batches(ks.map(|k| I::from_i64(range.start + k as i64)), |is| {
+                        body(state, none, is)
+                    });
+                },
             );
     }
     let chunks = rayon::current_num_threads().max(1);
@@ -233,9 +243,10 @@ pub fn par_scatter<I: LoopInt, S>(
                 n * c as u64 / chunks as u64,
                 n * (c as u64 + 1) / chunks as u64,
             );
-            for k in lo..hi {
-                body(&state, &cells, I::from_i64(range.start + k as i64));
-            }
+            in_batches(
+                (lo..hi).map(|k| I::from_i64(range.start + k as i64)),
+                |is| body(&state, &cells, is),
+            );
             drop(cells);
             spans.iter().map(|s| (s.lo.get(), s.hi.get())).collect()
         })

@@ -129,13 +129,9 @@ pub fn stmt(s: &Stmt) -> TokenStream {
             body,
         } => for_loop(var, start, end, body),
         Stmt::Break => quote!(break;),
-        // Directly in a parallel loop, `continue` ends this invocation.
-        Stmt::Continue {
-            ends_invocation: true,
-        } => quote!(return;),
-        Stmt::Continue {
-            ends_invocation: false,
-        } => quote!(continue;),
+        // Directly in a parallel loop, `continue` ends this invocation: the batch's loop
+        // (see `items::cpu_loop`) goes on to the next.
+        Stmt::Continue { .. } => quote!(continue;),
         Stmt::Return(v) => {
             let v = expr(v);
             quote!(return #v;)

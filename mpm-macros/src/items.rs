@@ -85,16 +85,18 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
     let outer = outer.iter().filter(|name| *name != var);
     let copies_of_outer = quote!(#(let #outer = #outer;)*);
     let body = emit_cpu::stmts(&l.body);
-    let body = quote!(#copies_of_outer #body);
     let init = quote!(|| (#(#used.local(),)*));
     let k = 0..scatter.len();
     let copies = (!scatter.is_empty()).then(|| quote!(__copies,));
+    // One call runs a batch of invocations (see `mpm_core::host::BATCH`): the views and the
+    // copies are made once per batch; `continue` at the invocation's level goes to the next.
     let worker = quote! {
-        |__worker, #copies #var| {
+        |__worker, #copies __batch: &[_]| {
             let (#(#used,)*) = __worker;
             #(let #used = #used.access();)*
             #(let #scatter = ::mpm_core::scatter::ScatterView::new(&#scatter, __copies[#k]);)*
-            { #body }
+            #copies_of_outer
+            for &#var in __batch { #body }
         }
     };
     let scatter_range = |start: TokenStream, end: TokenStream, inclusive: bool| {
@@ -120,11 +122,12 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
             let (block, adds) = (emit_cpu::expr(block), &l.adds);
             quote! {
                 ::mpm_core::bins::par_bins(&#grid, &#order, &#starts, #block, #init,
-                    |__worker, __block, #var| {
+                    |__worker, __block, __batch: &[u32]| {
                         let (#(#used,)*) = __worker;
                         #(let #used = #used.access();)*
                         #(let #adds = ::mpm_core::bins::BinView::new(&#adds, __block);)*
-                        { #body }
+                        #copies_of_outer
+                        for &#var in __batch { #body }
                     });
             }
         }
