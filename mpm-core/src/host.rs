@@ -302,7 +302,7 @@ pub struct Local<'v, 'a, T, const D: usize> {
 }
 
 impl<'a, T: Elem, const D: usize> Local<'_, 'a, T, D> {
-    /// The view one invocation accesses the field through.
+    /// The view one batch of invocations accesses the field through.
     #[inline(always)]
     pub fn access(&self) -> Access<'_, 'a, T, D> {
         Access {
@@ -312,8 +312,8 @@ impl<'a, T: Elem, const D: usize> Local<'_, 'a, T, D> {
     }
 }
 
-/// A field as one invocation of a loop body sees it: a copy of the launch's view (its words,
-/// shape and tree), and the worker's block cache. Made afresh by each invocation so that the
+/// A field as a batch of loop-body invocations sees it: a copy of the launch's view (its words,
+/// shape and tree), and the worker's block cache. Made afresh by each batch so that the
 /// copy lives in registers: every field word is an atomic, and after an atomic store the
 /// compiler must assume that any memory it could reach changed, so a view reached through a
 /// reference would be loaded again after every `+=` (measured: a third of the P2G's

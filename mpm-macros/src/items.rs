@@ -72,12 +72,12 @@ fn plain_inputs(sig: &syn::Signature) -> TokenStream {
 }
 
 /// One parallel loop on the CPU: each worker makes its `Local` views of the fields the body
-/// uses once, and each invocation copies them into `Access` values that shadow the fields
+/// uses once, and each batch of invocations copies them into `Access` values that shadow the fields
 /// (in registers: see `mpm_core::host::Access`), wrapped for `scatter` fields in
 /// `ScatterView`s on the worker's private copies (`__copies`).
 ///
 /// `outer` names the kernel-level values in scope (scalar parameters, top-level `let`s):
-/// each invocation copies them into locals first. The closure captures them by reference,
+/// each batch copies them into locals first. The closure captures them by reference,
 /// and the compiler treats every field access (an atomic) as a possible write to any
 /// memory, so without the copies it loads `dt` or a flag again after each access.
 fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
