@@ -259,6 +259,7 @@ impl<'a, T: Elem, const D: usize> View<'a, T, D> {
 
     /// The element at in-range coordinates `c` of a dense field: the last axis varies fastest.
     #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // the indexed loop is the point (see below)
     fn dense_element(&self, c: [u32; 3]) -> usize {
         // An indexed loop of constant length unrolls; as `zip(..).fold(..)` it was sometimes
         // left a call per access.
