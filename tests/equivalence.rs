@@ -4132,8 +4132,9 @@ const APPROX: [&str; 16] = [
 /// where the CPU has NaN, the same infinity (or a value past 1e38 next to one: exp and pow
 /// may overflow a little earlier or later), and otherwise relative 1e-4, absolute 1e-5
 /// (the transcendental property's tolerance; tan's grows as sin / cos amplifies their
-/// error) where the GPU's accuracy is specified: sin, cos and tan for finite |a| <= 100 (beyond, any value of the right kind: GLSL only bounds
-/// their error on [-pi, pi]; tan also near its poles), `/` and `%` for divisors within
+/// error) where the GPU's accuracy is specified: sin, cos and tan for finite |a| <= 100
+/// (beyond, any value of the right kind: GLSL only bounds their error on [-pi, pi]; tan
+/// also near its poles), `/` and `%` for divisors within
 /// [2^-126, 2^126] in magnitude (Vulkan's precision of `x / y` holds only there: beyond,
 /// NVIDIA's reciprocal is subnormal and flushes, `inf / -3e38` reads NaN), and `%` (exact,
 /// as Rust's) within a few ulps of |a|.
@@ -4189,8 +4190,10 @@ fn whole_range_approximate_builtins() {
                     o.download()
                 },
                 |c, g| {
+                    let agrees =
+                        |i: usize| full_range_agrees(i % 16, xs[i / 16], ys[i / 16], c[i], g[i]);
                     let bad: Vec<String> = (0..c.len())
-                        .filter(|&i| !full_range_agrees(i % 16, xs[i / 16], ys[i / 16], c[i], g[i]))
+                        .filter(|&i| !agrees(i))
                         .take(6)
                         .map(|i| {
                             format!(

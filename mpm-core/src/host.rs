@@ -484,25 +484,51 @@ pub(crate) fn add_word(cell: &AtomicU32, inc: u32, float: bool) -> u32 {
 /// its instructions.
 pub const BATCH: usize = 64;
 
+/// Indices gathered on the stack and handed on in slices of at most [`BATCH`].
+struct Batcher<T> {
+    buf: [T; BATCH],
+    n: usize,
+}
+
+impl<T: Copy + Default> Batcher<T> {
+    fn new() -> Self {
+        Batcher {
+            buf: [T::default(); BATCH],
+            n: 0,
+        }
+    }
+
+    /// Adds `t`, handing the batch to `body` once it is full.
+    #[inline(always)]
+    fn push(&mut self, t: T, body: &mut impl FnMut(&[T])) {
+        self.buf[self.n] = t;
+        self.n += 1;
+        if self.n == BATCH {
+            body(&self.buf);
+            self.n = 0;
+        }
+    }
+
+    /// Hands what is left to `body`.
+    #[inline(always)]
+    fn finish(self, body: &mut impl FnMut(&[T])) {
+        if self.n > 0 {
+            body(&self.buf[..self.n]);
+        }
+    }
+}
+
 /// Calls `body` with `items` in order, in slices of at most [`BATCH`] gathered on the stack.
 #[inline(always)]
 pub(crate) fn in_batches<T: Copy + Default>(
     items: impl Iterator<Item = T>,
     mut body: impl FnMut(&[T]),
 ) {
-    let mut buf = [T::default(); BATCH];
-    let mut n = 0;
+    let mut batch = Batcher::new();
     for t in items {
-        buf[n] = t;
-        n += 1;
-        if n == BATCH {
-            body(&buf);
-            n = 0;
-        }
+        batch.push(t, &mut body);
     }
-    if n > 0 {
-        body(&buf[..n]);
-    }
+    batch.finish(&mut body);
 }
 
 /// Integer types a top-level range loop can run over.
@@ -564,7 +590,7 @@ pub fn par_blocks<T: LoopInt, S>(
 }
 
 /// `body` for every index of `range`, `batch` indices per call.
-fn par_range<T: LoopInt, S>(
+pub(crate) fn par_range<T: LoopInt, S>(
     range: LoopRange,
     batch: usize,
     init: impl Fn() -> S + Sync + Send,
@@ -728,19 +754,12 @@ pub fn par_active<T: Elem, const D: usize, S>(
                 .for_each_init(init, |state, k| {
                     let (block, p) = ((k / pieces) as u32, (k % pieces) as u32);
                     let range = p * piece..((p + 1) * piece).min(cells);
-                    let mut buf = [<Dims as Dim<D>>::Index::default(); BATCH];
-                    let mut n = 0;
+                    let mut batch = Batcher::new();
+                    let mut run = |is: &[_]| body(state, is);
                     tree.for_each_active_in_block(block, range, |c| {
-                        buf[n] = <Dims as Dim<D>>::Index::from_coords(c);
-                        n += 1;
-                        if n == BATCH {
-                            body(state, &buf);
-                            n = 0;
-                        }
+                        batch.push(<Dims as Dim<D>>::Index::from_coords(c), &mut run)
                     });
-                    if n > 0 {
-                        body(state, &buf[..n]);
-                    }
+                    batch.finish(&mut run);
                 })
         }
     }

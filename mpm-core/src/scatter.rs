@@ -21,8 +21,8 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 
 use crate::host::{
-    in_batches, increment, loop_range, sum_word, Access, AtomicAdd, FieldIndex, LoopInt, View,
-    BATCH,
+    in_batches, increment, loop_range, par_range, sum_word, Access, AtomicAdd, FieldIndex, LoopInt,
+    View, BATCH,
 };
 use crate::types::{Elem, Scalar};
 
@@ -202,19 +202,12 @@ pub fn par_scatter<I: LoopInt, S>(
     }
     if !reproducible {
         let n = fields.len();
-        let batch = BATCH as u64;
-        return (0..range.count.div_ceil(batch) as usize)
-            .into_par_iter()
-            .for_each_init(
-                || (init(), vec![PrivateCopy(None); n]),
-                |(state, none), b| {
-                    let lo = b as u64 * batch;
-                    let ks = lo..(lo + batch).min(range.count);
-                    in_batches(ks.map(|k| I::from_i64(range.start + k as i64)), |is| {
-                        body(state, none, is)
-                    });
-                },
-            );
+        return par_range(
+            range,
+            BATCH,
+            || (init(), vec![PrivateCopy(None); n]),
+            |(state, none), is| body(state, none, is),
+        );
     }
     let chunks = rayon::current_num_threads().max(1);
     let sizes: Vec<Option<usize>> = fields.iter().map(|f| f.private_words(chunks)).collect();

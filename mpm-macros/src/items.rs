@@ -72,8 +72,8 @@ fn plain_inputs(sig: &syn::Signature) -> TokenStream {
 }
 
 /// One parallel loop on the CPU: each worker makes its `Local` views of the fields the body
-/// uses once, and each batch of invocations copies them into `Access` values that shadow the fields
-/// (in registers: see `mpm_core::host::Access`), wrapped for `scatter` fields in
+/// uses once, and each batch of invocations copies them into `Access` values that shadow the
+/// fields (in registers: see `mpm_core::host::Access`), wrapped for `scatter` fields in
 /// `ScatterView`s on the worker's private copies (`__copies`).
 ///
 /// `outer` names the kernel-level values in scope (scalar parameters, top-level `let`s):
