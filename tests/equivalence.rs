@@ -4446,3 +4446,84 @@ fn only_loops_refuses_unknown_or_reversed_labels() {
         }
     });
 }
+
+// =========================================================================================
+// 39. Short loops between integer literals: the CPU lowering copies their bodies (one per
+//     iteration, `emit_cpu::unrolled`) unless they `break` or `continue`
+// =========================================================================================
+
+#[kernel]
+fn k_short_loops(
+    x: &Field<i32>,
+    nest: &mut Field<i32>,
+    skipped: &mut Field<i32>,
+    stopped: &mut Field<i32>,
+    empty: &mut Field<i32>,
+    shadowed: &mut Field<i32>,
+) {
+    'short: for i in x.indices() {
+        let v = x[i];
+        let mut n = 0;
+        for a in 0..3 {
+            for b in 0u32..2u32 {
+                n += (a + 1) * (b as i32 + 2) * v;
+            }
+        }
+        nest[i] = n;
+        let mut s = 0;
+        for a in 0..3 {
+            if a == v % 3 {
+                continue;
+            }
+            s += a + 10;
+        }
+        skipped[i] = s;
+        let mut t = 0;
+        for a in 0..4 {
+            if a * a > v {
+                break;
+            }
+            t += 1;
+        }
+        stopped[i] = t;
+        let mut e = 5;
+        for a in 0..0 {
+            e = a;
+        }
+        empty[i] = e;
+        let mut h = 0;
+        for a in 1..3 {
+            let a = a * 10;
+            h += a;
+        }
+        shadowed[i] = h;
+    }
+}
+
+/// Exact, against the loops run on the host: nested literal loops (one with `u32` bounds),
+/// loops that `continue` or `break` (kept as loops), an empty one, and a body that shadows
+/// the index.
+#[test]
+fn short_literal_loops_run_every_iteration_once() {
+    with_backends(|b| {
+        let xs: Vec<i32> = (0..N as i32).map(|i| (i * 7) % 20).collect();
+        for be in [&b.cpu, &b.vk] {
+            let mut x = Field::<i32>::new(be, [N as u32]).unwrap();
+            x.upload(&xs).unwrap();
+            let mut outs: Vec<Field<i32>> = (0..5)
+                .map(|_| Field::<i32>::new(be, [N as u32]).unwrap())
+                .collect();
+            let [nest, skipped, stopped, empty, shadowed] = &mut outs[..] else {
+                unreachable!()
+            };
+            k_short_loops(&x, nest, skipped, stopped, empty, shadowed).unwrap();
+            let got: Vec<Vec<i32>> = outs.iter().map(|f| f.download().unwrap()).collect();
+            for (k, &v) in xs.iter().enumerate() {
+                let stopped = (0..4).take_while(|a| a * a <= v).count() as i32;
+                let want = [30 * v, 33 - (v % 3 + 10), stopped, 5, 30];
+                let seen: Vec<i32> = got.iter().map(|g| g[k]).collect();
+                assert_eq!(seen, want, "x = {v} on {}", be.describe());
+            }
+        }
+    });
+}

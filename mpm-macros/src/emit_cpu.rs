@@ -127,7 +127,7 @@ pub fn stmt(s: &Stmt) -> TokenStream {
             start,
             end,
             body,
-        } => for_loop(var, start, end, body),
+        } => unrolled(var, start, end, body).unwrap_or_else(|| for_loop(var, start, end, body)),
         Stmt::Break => quote!(break;),
         // Directly in a parallel loop, `continue` ends this invocation: the batch's loop
         // (see `items::cpu_loop`) goes on to the next.
@@ -142,6 +142,43 @@ pub fn stmt(s: &Stmt) -> TokenStream {
             quote!(let _ = #v;)
         }
     }
+}
+
+/// Loops of at most this many iterations between integer literals become copies of their
+/// body.
+const UNROLL: i64 = 3;
+
+/// A short loop between integer literals (a stencil's `for i in 0..3`) as one copy of its
+/// body per iteration, each with the index bound to its literal: LLVM left the outer loops
+/// of a stencil nest rolled, so weights and offsets were picked at run time from memory.
+/// Loops with `break` or `continue` anywhere in their body stay loops.
+fn unrolled(var: &syn::Ident, start: &Expr, end: &End, body: &Body) -> Option<TokenStream> {
+    let (Expr::Lit(a), End::Exclusive(Expr::Lit(b))) = (start, end) else {
+        return None;
+    };
+    let (a, b) = (
+        syn::parse2::<syn::LitInt>(a.clone()).ok()?,
+        syn::parse2::<syn::LitInt>(b.clone()).ok()?,
+    );
+    let (first, last) = (a.base10_parse::<i64>().ok()?, b.base10_parse::<i64>().ok()?);
+    let body = block(body);
+    if last - first > UNROLL || jumps(body.clone()) {
+        return None;
+    }
+    let copies = (first..last).map(|k| {
+        let k = syn::LitInt::new(&format!("{k}{}", a.suffix()), a.span());
+        quote!({ let #var = #k; #body })
+    });
+    Some(quote!(#(#copies)*))
+}
+
+/// Whether tokens hold a `break` or `continue`.
+fn jumps(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => i == "break" || i == "continue",
+        proc_macro2::TokenTree::Group(g) => jumps(g.stream()),
+        _ => false,
+    })
 }
 
 fn for_loop(var: &syn::Ident, start: &Expr, end: &End, body: &Body) -> TokenStream {
