@@ -112,7 +112,7 @@ pub fn stmt(s: &Stmt) -> TokenStream {
             start,
             end,
             body,
-        } => for_loop(var, start, end, body),
+        } => for_loop(var, start, end, block(body)),
         Stmt::If(i) => if_stmt(i),
         Stmt::While { cond, body } => {
             let (cond, body) = (expr(cond), block(body));
@@ -127,7 +127,10 @@ pub fn stmt(s: &Stmt) -> TokenStream {
             start,
             end,
             body,
-        } => unrolled(var, start, end, body).unwrap_or_else(|| for_loop(var, start, end, body)),
+        } => {
+            let body = block(body);
+            unrolled(var, start, end, &body).unwrap_or_else(|| for_loop(var, start, end, body))
+        }
         Stmt::Break => quote!(break;),
         // Directly in a parallel loop, `continue` ends this invocation: the batch's loop
         // (see `items::cpu_loop`) goes on to the next.
@@ -152,7 +155,7 @@ const UNROLL: i64 = 3;
 /// body per iteration, each with the index bound to its literal: LLVM left the outer loops
 /// of a stencil nest rolled, so weights and offsets were picked at run time from memory.
 /// Loops with `break` or `continue` anywhere in their body stay loops.
-fn unrolled(var: &syn::Ident, start: &Expr, end: &End, body: &Body) -> Option<TokenStream> {
+fn unrolled(var: &syn::Ident, start: &Expr, end: &End, body: &TokenStream) -> Option<TokenStream> {
     let (Expr::Lit(a), End::Exclusive(Expr::Lit(b))) = (start, end) else {
         return None;
     };
@@ -161,7 +164,6 @@ fn unrolled(var: &syn::Ident, start: &Expr, end: &End, body: &Body) -> Option<To
         syn::parse2::<syn::LitInt>(b.clone()).ok()?,
     );
     let (first, last) = (a.base10_parse::<i64>().ok()?, b.base10_parse::<i64>().ok()?);
-    let body = block(body);
     if last - first > UNROLL || jumps(body.clone()) {
         return None;
     }
@@ -181,8 +183,9 @@ fn jumps(tokens: TokenStream) -> bool {
     })
 }
 
-fn for_loop(var: &syn::Ident, start: &Expr, end: &End, body: &Body) -> TokenStream {
-    let (a, body) = (expr(start), block(body));
+/// `for var in start..end body`, the body already lowered.
+fn for_loop(var: &syn::Ident, start: &Expr, end: &End, body: TokenStream) -> TokenStream {
+    let a = expr(start);
     match end {
         End::Exclusive(b) => {
             let b = expr(b);
