@@ -446,9 +446,16 @@ fn func_item(f: &ItemFn) -> Result<TokenStream> {
     let name_str = name.to_string();
     let inputs = &f.sig.inputs;
     let ks = 0..names.len();
+    // A func is `#[inline]` unless it says otherwise (`#[inline(always)]` where LLVM would
+    // leave a large func a call in a hot loop).
+    let inline = if attrs.iter().any(|a| a.path().is_ident("inline")) {
+        quote!()
+    } else {
+        quote!(#[inline])
+    };
     Ok(quote! {
         #(#attrs)*
-        #[inline]
+        #inline
         #[allow(unused_parens, unused_braces, clippy::all)]
         #vis fn #name(#inputs) -> #ret {
             #[allow(unused_imports)]

@@ -17,7 +17,9 @@ pub fn volume_change(h: Mat) -> f32 {
 /// `J^(1/d) - 1` for `J = 1 + dj`, without cancellation: `(r - 1)(1 + r [+ r^2]) = dj`.
 #[func]
 pub fn root_change(dj: f32) -> f32 {
-    let r = pow(max(1.0 + dj, 0.0), INV_DIM);
+    // In 2D a square root: correctly rounded, and faster than `pow` on both backends.
+    let j = max(1.0 + dj, 0.0);
+    let r = if DIM == 2 { sqrt(j) } else { pow(j, INV_DIM) };
     let is_3d = DIM as f32 - 2.0;
     dj / (1.0 + r + is_3d * r * r)
 }
