@@ -21,6 +21,29 @@ pub fn cache_dir() -> Option<PathBuf> {
         .or_else(|| env("HOME").map(|d| d.join(".cache").join("mpm")))
 }
 
+/// With `MPM_GLSL_DIR` set, writes each shader's GLSL to `<dir>/<name>` (a kernel's loop `l`
+/// is `<kernel>_loop<l>.comp`; the last specialisation compiled wins), to read what a kernel
+/// lowers to. A failed write is reported, not fatal.
+fn dump_glsl(name: &str, glsl: &str) {
+    let Some(dir) = std::env::var_os("MPM_GLSL_DIR").filter(|d| !d.is_empty()) else {
+        return;
+    };
+    let file: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = Path::new(&dir).join(file);
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, glsl)) {
+        eprintln!("mpm: could not write {}: {e}", path.display());
+    }
+}
+
 /// Counters of the shader cache, for tests and profiling notes.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompileStats {
@@ -157,6 +180,7 @@ impl ShaderCache {
     /// Compiles (or finds) the SPIR-V of one compute shader.
     pub fn spirv(&mut self, kernel: &str, name: &str, glsl: &str) -> Result<Vec<u32>> {
         let key = self.key(glsl);
+        dump_glsl(name, glsl);
         if let Some(s) = self.memory.get(&key) {
             self.stats.memory_hits += 1;
             return Ok(s.clone());
