@@ -28,6 +28,11 @@ pub struct RunArgs {
     /// Measure throughput only: no output files; the last line is `throughput: N particle-steps/s`.
     #[arg(long)]
     pub bench: bool,
+    /// Substeps run before `--bench` starts timing (default: one frame's). A falling scene
+    /// is not yet representative: until it lands, some momentum components are exactly
+    /// zero and the GPU scatter skips their atomics (see `scripts/compare_taichi.sh`).
+    #[arg(long)]
+    pub warmup: Option<usize>,
     /// Seed of the initial particle positions.
     #[arg(long, default_value_t = 0)]
     pub seed: u32,
@@ -118,7 +123,8 @@ pub fn run_scene(
 
     if args.bench {
         // Warm up: compiles pipelines on Vulkan, faults pages in on the CPU.
-        for _ in 0..per_frame.min(args.steps) {
+        let warmup = args.warmup.unwrap_or(per_frame.min(args.steps));
+        for _ in 0..warmup {
             sim.substep()?;
         }
         backend.reset_profile();
@@ -139,7 +145,7 @@ pub fn run_scene(
             );
         }
         println!(
-            "particles: {particles}, substeps: {}, {:.3} ms/substep",
+            "particles: {particles}, substeps: {} after {warmup} of warm-up, {:.3} ms/substep",
             args.steps,
             secs * 1e3 / args.steps as f64
         );

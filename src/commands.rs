@@ -996,6 +996,12 @@ pub struct BenchOptions {
     /// Backends to measure: cpu, vulkan or both.
     #[arg(long, default_value = "both")]
     pub backends: String,
+    /// Substeps run before timing each scene (default: one frame's, at most 50). The
+    /// standard scenes fall at first, and a falling scene is not representative: until it
+    /// lands, some momentum components are exactly zero and the GPU scatter skips their
+    /// atomics. 1000 puts every scene past its landing.
+    #[arg(long)]
+    pub warmup: Option<usize>,
 }
 
 /// One benchmark result.
@@ -1008,9 +1014,14 @@ pub struct BenchRow {
     pub bytes: usize,
 }
 
-/// Times `steps` substeps after a frame of warm-up (pipeline compilation, page faults).
-pub fn measure(sim: &mut dyn demos::Demo, steps: usize) -> crate::Result<f64> {
-    for _ in 0..sim.substeps_per_frame().clamp(1, 50) {
+/// Times `steps` substeps after `warmup` of them (default: a frame's, for pipeline compilation
+/// and page faults).
+pub fn measure(
+    sim: &mut dyn demos::Demo,
+    steps: usize,
+    warmup: Option<usize>,
+) -> crate::Result<f64> {
+    for _ in 0..warmup.unwrap_or(sim.substeps_per_frame().clamp(1, 50)) {
         sim.substep()?;
     }
     let start = Instant::now();
@@ -1086,7 +1097,7 @@ pub fn bench(opts: &BenchOptions) -> Result<Vec<BenchRow>, AnyError> {
     for (name, make) in standard {
         for b in &backends {
             let mut sim = make(b)?;
-            let ms = measure(sim.as_mut(), opts.steps)?;
+            let ms = measure(sim.as_mut(), opts.steps, opts.warmup)?;
             let (grid, parts) = sim.memory();
             let row = BenchRow {
                 scene: name.into(),
