@@ -76,6 +76,7 @@ struct Candidate {
     inf_nan_preserve: bool,
     timestamp_valid_bits: u32,
     subgroup_ballot: bool,
+    subgroup_arithmetic: bool,
     pipeline_cache_uuid: [u8; 16],
     vendor_id: u32,
     device_id: u32,
@@ -205,6 +206,14 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
                 && subgroup
                     .supported_operations
                     .contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::BALLOT),
+            subgroup_arithmetic: subgroup
+                .supported_stages
+                .contains(vk::ShaderStageFlags::COMPUTE)
+                && subgroup.supported_operations.contains(
+                    vk::SubgroupFeatureFlags::BASIC
+                        | vk::SubgroupFeatureFlags::BALLOT
+                        | vk::SubgroupFeatureFlags::ARITHMETIC,
+                ),
             pipeline_cache_uuid: props.pipeline_cache_uuid,
             vendor_id: props.vendor_id,
             device_id: props.device_id,
@@ -407,6 +416,7 @@ impl Context {
             inf_nan_preserve: cand.inf_nan_preserve,
             subgroup_size: cand.info.subgroup_size,
             subgroup_ballot: cand.subgroup_ballot,
+            aggregate_adds: options.aggregate_adds && cand.subgroup_arithmetic,
             max_storage_buffer_range: cand.info.max_storage_buffer_range,
             max_workgroup_count: cand.info.max_compute_work_group_count,
             max_push_constants_size: cand.info.max_push_constants_size,

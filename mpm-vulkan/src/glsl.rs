@@ -46,6 +46,12 @@ pub struct GlslOptions<'a> {
     /// it a driver may assume no infinities or NaNs, folding away the checks that give
     /// casts and builtins their Rust meaning on those values.
     pub inf_nan_preserve: bool,
+    /// Subgroup arithmetic may be used for `+=` on float fields: the invocations of a
+    /// subgroup that add into the same element sum their values (`subgroupAdd`), and one
+    /// of them adds the sum with one atomic per word. Sorted particles share their stencil
+    /// nodes with their neighbours, so a P2G's atomics (on lavapipe a compare-and-swap loop
+    /// each, the P2G's whole cost) drop by the number of particles per node.
+    pub aggregate_adds: bool,
 }
 
 impl GlslOptions<'_> {
@@ -1688,6 +1694,28 @@ impl<'k> Printer<'k> {
                         }
                         writeln!(out, "void f{k}_add({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return;")
                             .unwrap();
+                        // Aggregated (see `GlslOptions::aggregate_adds`): each pass takes
+                        // the invocations that add into the first one's element; they sum
+                        // their values and the elected one adds the sum, the others leave.
+                        let aggregate = self.opts.aggregate_adds
+                            && sc == Scalar::F32
+                            && !matches!(f.elem, Ty::Matrix(_));
+                        let indent = if aggregate {
+                            for e in [
+                                "GL_KHR_shader_subgroup_basic",
+                                "GL_KHR_shader_subgroup_ballot",
+                                "GL_KHR_shader_subgroup_arithmetic",
+                            ] {
+                                self.extensions.insert(e);
+                            }
+                            out.push_str(
+                                "    for (;;) {\n        if (b == subgroupBroadcastFirst(b)) {\n            \
+                                 v = subgroupAdd(v);\n            if (subgroupElect()) {\n",
+                            );
+                            "                "
+                        } else {
+                            "    "
+                        };
                         for j in 0..w {
                             let c = comp(j);
                             // A float component of zero adds nothing (the accumulators start
@@ -1705,7 +1733,10 @@ impl<'k> Printer<'k> {
                                 }
                                 _ => format!("atomicAdd(f{k}.d[b + {j}u], uint({c}));"),
                             };
-                            writeln!(out, "    {line}").unwrap();
+                            writeln!(out, "{indent}{line}").unwrap();
+                        }
+                        if aggregate {
+                            out.push_str("            }\n            return;\n        }\n    }\n");
                         }
                         out.push_str("}\n");
                     }

@@ -36,6 +36,10 @@ pub struct VulkanOptions {
     pub validation: bool,
     /// Use `VK_EXT_shader_atomic_float` where the device supports it (else compare-and-swap).
     pub float_atomics: bool,
+    /// Aggregate `+=` on float fields within subgroups where the device has subgroup
+    /// arithmetic (see [`DeviceCaps::aggregate_adds`]). Off by default: on lavapipe, whose
+    /// subgroup operations are loops over the lanes, it doubled mpm3d.toml's P2G.
+    pub aggregate_adds: bool,
 }
 
 impl Default for VulkanOptions {
@@ -44,6 +48,7 @@ impl Default for VulkanOptions {
             device: None,
             validation: false,
             float_atomics: true,
+            aggregate_adds: false,
         }
     }
 }
@@ -63,6 +68,7 @@ impl VulkanOptions {
                 .filter(|s| !s.trim().is_empty()),
             validation: flag("MPM_VK_VALIDATION"),
             float_atomics: !flag("MPM_VK_NO_FLOAT_ATOMICS"),
+            aggregate_adds: flag("MPM_VK_AGGREGATE"),
         }
     }
 }
@@ -185,6 +191,10 @@ pub struct DeviceCaps {
     /// Subgroup basic and ballot operations are supported in compute shaders (used to let one
     /// invocation per pointer slot allocate a block, instead of every contender).
     pub subgroup_ballot: bool,
+    /// `+=` on float fields is aggregated (asked for in [`VulkanOptions::aggregate_adds`],
+    /// and the device has subgroup arithmetic): the invocations of a subgroup that add into
+    /// one element sum their shares, and one atomic per word adds the sum.
+    pub aggregate_adds: bool,
     pub max_storage_buffer_range: u32,
     pub max_workgroup_count: [u32; 3],
     pub max_push_constants_size: u32,

@@ -740,6 +740,7 @@ fn dense_options(
         frozen: &[],
         subgroups: false,
         inf_nan_preserve,
+        aggregate_adds: false,
     }
 }
 
@@ -778,6 +779,30 @@ fn generated_glsl_contains_expected_pieces() {
     let without = generate(&k, &dense_options(&shapes, false, false)).unwrap();
     assert!(without[0].contains("void f0_cas_add(uint j, float x)"));
     assert!(without[0].contains("atomicAdd(f2.d[b + 0u], uint(v));"));
+    // Aggregated: float adds sum within the subgroup first; integer adds stay one each.
+    let aggregated = generate(
+        &k,
+        &GlslOptions {
+            aggregate_adds: true,
+            ..dense_options(&shapes, true, false)
+        },
+    )
+    .unwrap();
+    let a = &aggregated[0];
+    for piece in [
+        "#extension GL_KHR_shader_subgroup_arithmetic : require",
+        "if (b == subgroupBroadcastFirst(b)) {",
+        "v = subgroupAdd(v);",
+        "if (subgroupElect()) {",
+    ] {
+        assert!(a.contains(piece), "missing `{piece}` in\n{a}");
+    }
+    assert_eq!(
+        a.matches("subgroupAdd").count(),
+        2,
+        "only the float fields aggregate:\n{a}"
+    );
+    assert!(a.contains("atomicAdd(f2.d[b + 0u], uint(v));"));
 }
 
 #[test]
@@ -786,6 +811,7 @@ fn unknown_device_is_a_clear_error() {
         device: Some("nonexistent".into()),
         validation: false,
         float_atomics: true,
+        aggregate_adds: false,
     };
     match VulkanBackend::new(opts) {
         Err(Error::DeviceNotFound { asked, available }) => {

@@ -19,7 +19,9 @@ pub struct Backends {
     /// Vulkan with the validation layer, float atomics where the device has them (unless
     /// `MPM_VK_NO_FLOAT_ATOMICS=1`).
     pub vk: BackendRef,
-    /// Vulkan with `float_atomics: false`: f32 `+=` on fields is a compare-and-swap loop.
+    /// Vulkan with `float_atomics: false`: f32 `+=` on fields is a compare-and-swap loop,
+    /// and with `aggregate_adds` (where the device has subgroup arithmetic) the invocations
+    /// of a subgroup that add into one element sum their shares first.
     pub vk_cas: BackendRef,
     vk_impl: Arc<VulkanBackend>,
     vk_cas_impl: Arc<VulkanBackend>,
@@ -28,12 +30,14 @@ pub struct Backends {
 static BACKENDS: OnceLock<Option<Backends>> = OnceLock::new();
 
 /// Vulkan options with the validation layer; `float_atomics: None` keeps the environment's
-/// choice (`MPM_VK_NO_FLOAT_ATOMICS`), `Some(false)` forces the compare-and-swap fallback.
+/// choices (`MPM_VK_NO_FLOAT_ATOMICS`, `MPM_VK_AGGREGATE`), `Some(false)` forces the
+/// compare-and-swap fallback and aggregated adds.
 fn options(float_atomics: Option<bool>) -> VulkanOptions {
     let env = VulkanOptions::from_env();
     VulkanOptions {
         validation: true,
         float_atomics: float_atomics.unwrap_or(env.float_atomics),
+        aggregate_adds: float_atomics.is_some() || env.aggregate_adds,
         ..env
     }
 }
@@ -57,12 +61,15 @@ pub fn backends() -> Option<&'static Backends> {
             "float_atomics: false must disable float atomics"
         );
         eprintln!(
-            "equivalence: {} ({}), validation layer {}, float atomics {} / fallback backend {}",
+            "equivalence: {} ({}), validation layer {}, float atomics {} / fallback backend {}, \
+             aggregated adds {} / fallback backend {}",
             vk.device_info().name,
             vk.device_info().device_type,
             if vk.validation_enabled() { "on" } else { "off" },
             vk.caps().float_atomic_add,
             vk_cas.caps().float_atomic_add,
+            vk.caps().aggregate_adds,
+            vk_cas.caps().aggregate_adds,
         );
         if !vk.validation_enabled() {
             eprintln!(

@@ -20,13 +20,16 @@ pub(super) struct Sorter<V: Elem, M: Elem> {
 }
 
 impl<V: Position, M: Elem> Sorter<V, M> {
-    /// Bins of `block`^D cells over a grid of `res` cells.
+    /// Bins of `block`^D cells over a grid of `res` cells on the CPU, of single cells on a
+    /// GPU: there the particles of a cell then run in neighbouring invocations, which add
+    /// into the same nodes, and a subgroup sums their shares before one atomic adds them
+    /// (`mpm_vulkan`'s aggregated `+=`; with block-sized bins, in random order within
+    /// the block, neighbouring invocations rarely share a node).
     pub fn new(backend: &BackendRef, res: &[u32], block: u32) -> Result<Self> {
-        let bins = Bins::new(backend, res, block as i32, 1)?;
-        // The CPU's runs are reproducible: each bin keeps its particles in index order.
         let bins = match backend.kind() {
-            BackendKind::Cpu => bins.stable(),
-            _ => bins,
+            // The CPU's runs are reproducible: each bin keeps its particles in index order.
+            BackendKind::Cpu => Bins::new(backend, res, block as i32, 1)?.stable(),
+            _ => Bins::of_cells(backend, res, 1)?,
         };
         Ok(Sorter {
             bins,

@@ -111,6 +111,7 @@ impl Runtime {
             // contender for an empty pointer slot takes a block), for comparison and debugging.
             subgroups: caps.subgroup_ballot && std::env::var_os("MPM_VK_NO_SUBGROUPS").is_none(),
             inf_nan_preserve: caps.inf_nan_preserve,
+            aggregate_adds: caps.aggregate_adds,
         };
         let sources = glsl::generate(kernel, &opts)
             .map_err(|m| backend_err(format!("kernel `{qname}`: {m}")))?;

@@ -57,6 +57,7 @@ pub fn backend_with(float_atomics: bool) -> Option<VulkanBackend> {
         device: std::env::var("MPM_VK_DEVICE").ok(),
         validation: true,
         float_atomics,
+        aggregate_adds: false,
     };
     mpm_vulkan::backend_for_tests(opts, "this test")
         .unwrap_or_else(|e| panic!("Vulkan backend creation failed: {e}"))
