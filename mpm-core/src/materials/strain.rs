@@ -10,8 +10,17 @@ use crate::func;
 #[func]
 pub fn volume_change(h: Mat) -> f32 {
     let t = trace(h);
-    let is_3d = DIM as f32 - 2.0;
-    t + is_3d * 0.5 * (t * t - trace(h * h)) + determinant(h)
+    let mut minors = 0.0;
+    if DIM == 3 {
+        // tr(h h) from the diagonal of the product alone: row i of h against its column i.
+        let rows = transpose(h);
+        let mut tr_hh = 0.0;
+        for i in 0..DIM {
+            tr_hh += dot(rows.col(i), h.col(i));
+        }
+        minors = 0.5 * (t * t - tr_hh);
+    }
+    t + minors + determinant(h)
 }
 
 /// `J^(1/d) - 1` for `J = 1 + dj`, without cancellation: `(r - 1)(1 + r [+ r^2]) = dj`.

@@ -245,6 +245,17 @@ pub fn capillary(g: Vec, h: Mat, dx: f32) -> Vec {
     f
 }
 
+/// `sum m_ij^2`, the trace of `m^T m` without the rest of the product: non-finite exactly
+/// when an entry is (or the sum overflows).
+#[func]
+pub fn squared_norm(m: Mat) -> f32 {
+    let mut sum = 0.0;
+    for i in 0..DIM {
+        sum += dot(m.col(i), m.col(i));
+    }
+    sum
+}
+
 /// Whether node `cell` has a neighbour on every side (a grid of `res` cells).
 #[func]
 pub fn has_neighbours(cell: IVec, res: IVec) -> bool {
@@ -550,8 +561,12 @@ macro_rules! substep {
             'grid_update: for cell in grid_m.active() {
                 let m = grid_m[cell];
                 if m > 0.0 {
-                    // Implicit damping: unconditionally stable, and zero at rest.
-                    let mut gv = (grid_v[cell] / m + dt * gravity) / (1.0 + dt * damping);
+                    // Implicit damping: unconditionally stable, and zero at rest. Two
+                    // reciprocals instead of a division per component (lavapipe runs each
+                    // as a vector division over the whole grid).
+                    let inv_m = 1.0 / m;
+                    let keep = 1.0 / (1.0 + dt * damping);
+                    let mut gv = (inv_m * grid_v[cell] + dt * gravity) * keep;
                     let xn = to_vec(cell) * dx;
                     for k in 0..n_colliders {
                         let r = k * COLLIDER_ROWS;
@@ -605,7 +620,7 @@ macro_rules! substep {
                     gv = walls(cell, gv, res, wall_thickness, wall_condition, wall_friction);
                     grid_v[cell] = gv;
                     if with_flip {
-                        grid_v0[cell] = grid_v0[cell] / m;
+                        grid_v0[cell] = inv_m * grid_v0[cell];
                     }
                 }
             }
@@ -855,7 +870,7 @@ macro_rules! substep {
                     let mut why = 0;
                     if non_finite(speed2)
                         || non_finite(dot(new_x, new_x))
-                        || non_finite(trace(transpose(tau_new) * tau_new))
+                        || non_finite(squared_norm(tau_new))
                         || non_finite(jp_new)
                     {
                         why = NON_FINITE;
