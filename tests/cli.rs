@@ -247,7 +247,15 @@ fn resuming_past_the_end_is_an_error() {
 
 #[test]
 fn bench_prints_a_table() {
-    let o = mpm(&["bench", "--steps", "2", "--warmup", "1", "--backends", "cpu"]);
+    let o = mpm(&[
+        "bench",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--backends",
+        "cpu",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
     for scene in ["mpm99", "mpm3d 64^3", "dam_break (solver)"] {
