@@ -20,16 +20,14 @@ pub(super) struct Sorter<V: Elem, M: Elem> {
 }
 
 impl<V: Position, M: Elem> Sorter<V, M> {
-    /// Bins of `block`^D cells over a grid of `res` cells on the CPU, of single cells on a
-    /// GPU: there the particles of a cell then run in neighbouring invocations, which add
-    /// into the same nodes, and a subgroup sums their shares before one atomic adds them
-    /// (`mpm_vulkan`'s aggregated `+=`; with block-sized bins, in random order within
-    /// the block, neighbouring invocations rarely share a node).
+    /// Bins of `block`^D cells over a grid of `res` cells; a `block` of 1 bins by cell (see
+    /// `Solver::sort_block`).
     pub fn new(backend: &BackendRef, res: &[u32], block: u32) -> Result<Self> {
-        let bins = match backend.kind() {
+        let bins = match (backend.kind(), block) {
             // The CPU's runs are reproducible: each bin keeps its particles in index order.
-            BackendKind::Cpu => Bins::new(backend, res, block as i32, 1)?.stable(),
-            _ => Bins::of_cells(backend, res, 1)?,
+            (BackendKind::Cpu, _) => Bins::new(backend, res, block as i32, 1)?.stable(),
+            (_, 1) => Bins::of_cells(backend, res, 1)?,
+            _ => Bins::new(backend, res, block as i32, 1)?,
         };
         Ok(Sorter {
             bins,
