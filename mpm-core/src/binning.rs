@@ -128,19 +128,9 @@ pub struct Bins {
 
 impl Bins {
     /// Bins for the blocks of `block`^D cells of a grid of `shape` cells (one entry per axis)
-    /// and up to `capacity` particles. A block size below 2 is taken as 2 (binned loops
-    /// colour blocks at least two cells wide).
+    /// and up to `capacity` particles. A block size below 2 is taken as 2.
     pub fn new(backend: &BackendRef, shape: &[u32], block: i32, capacity: u32) -> Result<Self> {
-        Self::of_blocks(backend, shape, block.max(2), capacity)
-    }
-
-    /// Bins of single cells, to sort particles by: not for binned loops, whose blocks are at
-    /// least two cells wide.
-    pub fn of_cells(backend: &BackendRef, shape: &[u32], capacity: u32) -> Result<Self> {
-        Self::of_blocks(backend, shape, 1, capacity)
-    }
-
-    fn of_blocks(backend: &BackendRef, shape: &[u32], block: i32, capacity: u32) -> Result<Self> {
+        let block = block.max(2);
         let mut padded = [1u32; 3];
         padded[..shape.len()].copy_from_slice(shape);
         let bins: u32 = shape

@@ -48,9 +48,9 @@ pub struct GlslOptions<'a> {
     pub inf_nan_preserve: bool,
     /// Subgroup arithmetic may be used for `+=` on float fields: the invocations of a
     /// subgroup that add into the same element sum their values (`subgroupAdd`), and one
-    /// of them adds the sum with one atomic per word. Sorted particles share their stencil
-    /// nodes with their neighbours, so a P2G's atomics (on lavapipe a compare-and-swap loop
-    /// each, the P2G's whole cost) drop by the number of particles per node.
+    /// of them adds the sum with one atomic per word. Where neighbouring invocations hold
+    /// particles of one cell (sorted by cell), they add into the same nodes and a P2G's
+    /// atomics drop by the particles per cell.
     pub aggregate_adds: bool,
 }
 

@@ -1560,20 +1560,6 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         }
     }
 
-    /// The cells per axis of the bins particles are sorted by: single cells on a GPU's dense
-    /// grid of at most 2^21 cells (its particles of a cell then run in neighbouring
-    /// invocations, which add into the same nodes, so that aggregated `+=` merges their
-    /// adds; in 4^3 blocks, in random order within a block, neighbours rarely share a
-    /// node), else the grid's blocks (larger grids would spend a bin count and start per
-    /// cell; the CPU keeps its stable block bins).
-    fn sort_block(&self) -> u32 {
-        let cells: u64 = self.settings.res.iter().map(|&r| r as u64).product();
-        match self.settings.grid {
-            GridLayout::Dense if self.backend.kind() != BackendKind::Cpu && cells <= 1 << 21 => 1,
-            _ => self.block(),
-        }
-    }
-
     /// Rewrites the particles in the order of their grid blocks (see
     /// `Settings::sort_every`), after a check, so that the status words name no particle by
     /// an index the sort changes (and dead ones are gone first).
@@ -1582,7 +1568,7 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         let sorter = match &mut self.sorter {
             Some(s) => s,
             None => {
-                let s = sorting::Sorter::new(&self.backend, &self.settings.res, self.sort_block())?;
+                let s = sorting::Sorter::new(&self.backend, &self.settings.res, self.block())?;
                 self.sorter.insert(s)
             }
         };

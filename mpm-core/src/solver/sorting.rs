@@ -20,14 +20,13 @@ pub(super) struct Sorter<V: Elem, M: Elem> {
 }
 
 impl<V: Position, M: Elem> Sorter<V, M> {
-    /// Bins of `block`^D cells over a grid of `res` cells; a `block` of 1 bins by cell (see
-    /// `Solver::sort_block`).
+    /// Bins of `block`^D cells over a grid of `res` cells.
     pub fn new(backend: &BackendRef, res: &[u32], block: u32) -> Result<Self> {
-        let bins = match (backend.kind(), block) {
-            // The CPU's runs are reproducible: each bin keeps its particles in index order.
-            (BackendKind::Cpu, _) => Bins::new(backend, res, block as i32, 1)?.stable(),
-            (_, 1) => Bins::of_cells(backend, res, 1)?,
-            _ => Bins::new(backend, res, block as i32, 1)?,
+        let bins = Bins::new(backend, res, block as i32, 1)?;
+        // The CPU's runs are reproducible: each bin keeps its particles in index order.
+        let bins = match backend.kind() {
+            BackendKind::Cpu => bins.stable(),
+            _ => bins,
         };
         Ok(Sorter {
             bins,
