@@ -133,6 +133,14 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
         // SAFETY: see above; `props2` chains a structure that lives for the call.
         unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
         let props = props2.properties;
+        // Subgroup operations that compute shaders may use.
+        let subgroups_have = |ops: vk::SubgroupFeatureFlags| {
+            subgroup
+                .supported_stages
+                .contains(vk::ShaderStageFlags::COMPUTE)
+                && subgroup.supported_operations.contains(ops)
+        };
+        let ballot = vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::BALLOT;
         // SAFETY: see above.
         let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
         let Some(qf) = families
@@ -200,20 +208,8 @@ fn candidates(instance: &ash::Instance) -> Result<Vec<Candidate>> {
             } else {
                 0
             },
-            subgroup_ballot: subgroup
-                .supported_stages
-                .contains(vk::ShaderStageFlags::COMPUTE)
-                && subgroup
-                    .supported_operations
-                    .contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::BALLOT),
-            subgroup_arithmetic: subgroup
-                .supported_stages
-                .contains(vk::ShaderStageFlags::COMPUTE)
-                && subgroup.supported_operations.contains(
-                    vk::SubgroupFeatureFlags::BASIC
-                        | vk::SubgroupFeatureFlags::BALLOT
-                        | vk::SubgroupFeatureFlags::ARITHMETIC,
-                ),
+            subgroup_ballot: subgroups_have(ballot),
+            subgroup_arithmetic: subgroups_have(ballot | vk::SubgroupFeatureFlags::ARITHMETIC),
             pipeline_cache_uuid: props.pipeline_cache_uuid,
             vendor_id: props.vendor_id,
             device_id: props.device_id,
