@@ -61,9 +61,10 @@ trap 'rm -rf "$bin"' EXIT
 
 # Builds the program, the examples and the suites, and puts them into $bin under plain names.
 build() {
+    local out=${CARGO_TARGET_DIR:-target}/release
     cargo build --release --bin mpm "${examples[@]/#/--example=}"
-    cp target/release/mpm "$bin/"
-    for e in "${examples[@]}"; do cp "target/release/examples/$e" "$bin/"; done
+    cp "$out/mpm" "$bin/"
+    for e in "${examples[@]}"; do cp "$out/examples/$e" "$bin/"; done
     # `--no-run` names each test executable on a line "Executable tests/NAME.rs (PATH)".
     cargo test --release --no-run "${suites[@]/#/--test=}" 2>&1 |
         sed -n 's/.*Executable tests\/\([a-z_0-9]*\)\.rs (\(.*\))$/\1 \2/p' |
@@ -77,6 +78,12 @@ build() {
 
 case $mode in
 bundle)
+    # The binaries run on another machine: on x86-64 they are built for x86-64-v3 (AVX2 and
+    # FMA, which every CPU that hosts a current GPU has) instead of this machine's own
+    # instruction set (.cargo/config.toml), in a target folder of their own.
+    if [ "$(uname -m)" = x86_64 ]; then
+        export RUSTFLAGS="-C target-cpu=x86-64-v3" CARGO_TARGET_DIR=target/bundle
+    fi
     echo "== build"
     build
     strip "$bin"/*
