@@ -120,6 +120,9 @@ macro_rules! fluid_substep {
                 }
             }
             'g2p: for p in x.indices() {
+                // APIC's `4 / dx^2` once per particle, not a division per node (`dx` is a
+                // run-time scalar here, where Taichi folds its constant).
+                let c_scale = 4.0 / (dx * dx);
                 let (base, fx, w) = stencil(x[p] / dx, 3);
                 let wx = w[0];
                 let wy = w[1];
@@ -134,7 +137,7 @@ macro_rules! fluid_substep {
                             let g_v = grid_v[base + o];
                             let weight = wx[i] * wy[k] * wz[l];
                             new_v += weight * g_v;
-                            new_c += (4.0 * weight / (dx * dx)) * outer(g_v, dpos);
+                            new_c += (c_scale * weight) * outer(g_v, dpos);
                         }
                     }
                 }

@@ -53,6 +53,9 @@ pub fn to_vec(cell: IVec) -> Vec {
 /// The stencil of a particle at `xp` (in cells): its base node, its offset from that node,
 /// and its weights along each axis (`w[0][n]`: node `n` along x; in 2D `w[2]` is `(1, 0, 0, 0)`).
 #[func]
+// Always inlined: the support is then a constant (the cubic weights' branch goes) and the
+// weights stay in registers; as a call, it took a twentieth of mpm3d's CPU samples.
+#[inline(always)]
 pub fn stencil(xp: Vec, support: i32) -> (IVec, Vec, [Vec4; 3]) {
     let shift = select(support == 3, 0.5, 1.0);
     let base = floor(xp - Vec::splat(shift)).as_ivec2();
