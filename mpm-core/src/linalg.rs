@@ -236,16 +236,45 @@ mod tests {
 
     #[test]
     fn svd2_and_polar2_reconstruct() {
+        // The special cases first: equal diagonal with no shear (q = 0 and b = 0), a shear
+        // alone (q = 0), tiny shears on either side of the identity, a reflection, zero.
+        let mut matrices = vec![
+            Mat2::IDENTITY,
+            Mat2::ZERO,
+            Mat2::from_diagonal(Vec2::new(2.0, 2.0)),
+            Mat2::from_diagonal(Vec2::new(1.0, -1.0)),
+            Mat2::from_cols_array(&[1.0, 0.5, 0.5, 1.0]),
+            Mat2::from_cols_array(&[1.0, -0.5, -0.5, 1.0]),
+            Mat2::from_cols_array(&[1.0, 1e-7, 0.0, 1.0]),
+            Mat2::from_cols_array(&[1.0, 0.0, -1e-7, 1.0 + 1e-7]),
+            Mat2::from_cols_array(&[1e-8, 0.0, 3e-9, 1e-8]),
+        ];
         for k in 0..200u32 {
             let r = |j: u32| crate::rng::rand_f32(k, j) * 4.0 - 2.0;
-            let f = Mat2::from_cols_array(&[r(0), r(1), r(2), r(3)]);
+            matrices.push(Mat2::from_cols_array(&[r(0), r(1), r(2), r(3)]));
+        }
+        for f in matrices {
             let (u, s, v) = svd(f);
             let back = u * Mat2::from_diagonal(s) * v.transpose();
+            let scale = f
+                .to_cols_array()
+                .iter()
+                .fold(1e-30f32, |m, x| m.max(x.abs()));
             assert!(
-                (back - f).to_cols_array().iter().all(|x| x.abs() < 1e-4),
+                (back - f)
+                    .to_cols_array()
+                    .iter()
+                    .all(|x| x.abs() <= 1e-5 * scale),
                 "{f:?} vs {back:?}"
             );
             assert!((u.determinant() - 1.0).abs() < 1e-4 && (v.determinant() - 1.0).abs() < 1e-4);
+            assert!(
+                (u.transpose() * u - Mat2::IDENTITY)
+                    .to_cols_array()
+                    .iter()
+                    .all(|x| x.abs() < 1e-5),
+                "U of {f:?} is not orthonormal"
+            );
             let (rot, sym) = polar(f);
             assert!((rot * sym - f)
                 .to_cols_array()
