@@ -392,6 +392,32 @@ mod tests {
         (a - b).to_cols_array().iter().all(|x| x.abs() <= tol)
     }
 
+    /// Tait's pressure `k (J^-gamma - 1)` in the Kirchhoff stress `-p J I`, against the
+    /// closed form in f64: the J-fluid's `gamma = 1` (taken as a reciprocal, where it is
+    /// `-k (1 - J)` exactly) and water's 7, compressed and stretched.
+    #[test]
+    fn water_stress_is_taits_pressure() {
+        let bulk = 400.0f32;
+        for gamma in [1.0f32, 7.0] {
+            for j in [0.9f32, 0.999, 1.0001, 1.1] {
+                let (jd, gd, kd) = (j as f64, gamma as f64, bulk as f64);
+                let want = (-kd * (jd.powf(-gd) - 1.0) * jd) as f32;
+                // A few roundings of `J^-gamma` near 1, each `bulk` times f32's epsilon.
+                let tol = 4.0 * f32::EPSILON * bulk * gamma + 1e-6 * want.abs();
+                let got2 = dim2::water_stress(j, Mat2::ZERO, bulk, gamma, 0.0);
+                let got3 = dim3::water_stress(j, Mat3::ZERO, bulk, gamma, 0.0);
+                assert!(
+                    close2(got2, Mat2::from_diagonal(Vec2::splat(want)), tol),
+                    "gamma {gamma}, J {j}: {got2} against {want}"
+                );
+                assert!(
+                    close3(got3, Mat3::from_diagonal(Vec3::splat(want)), tol),
+                    "gamma {gamma}, J {j}: {got3} against {want}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn rest_state_is_stress_free() {
         let (mu, la) = lame(1e3, 0.2);
