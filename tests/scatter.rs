@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use mpm::core::Backend;
+use mpm::glam::UVec3;
 use mpm::{kernel, BackendRef, CpuBackend, Field};
 
 /// Many particles add into few cells: the order of the additions changes the last bits.
@@ -142,9 +143,10 @@ fn strided_ones(counts: &mut Field<u32>, n: u32, first: u32, stride: u32, len: u
     }
 }
 
-/// Only the span of words a chunk's adds reached is summed and zeroed after a launch: launch
-/// after launch into spans that move, grow and shrink (one word, a few, the whole field,
-/// wrapping around), every count stays exact and no copy keeps a stale add for the next.
+/// Only the pages of words a chunk's adds reached are summed and zeroed after a launch:
+/// launch after launch into ranges that move, grow and shrink (one word, a few, the whole
+/// field, wrapping around), every count stays exact and no copy keeps a stale add for the
+/// next.
 #[test]
 fn each_launch_sums_exactly_the_words_its_adds_reached() {
     let b: BackendRef = Arc::new(CpuBackend::with_threads(3).expect("pool"));
@@ -167,6 +169,44 @@ fn each_launch_sums_exactly_the_words_its_adds_reached() {
         }
         assert_eq!(
             counts.download().expect("counts"),
+            model,
+            "after {n} adds from {first} by {stride}"
+        );
+    }
+}
+
+/// Adds `(1, 10, 100)` `n` times into `sums` (`len` elements), from element `first` on,
+/// every `stride`-th element (wrapping).
+#[kernel]
+fn strided_triples(sums: &mut Field<UVec3>, n: u32, first: u32, stride: u32, len: u32) {
+    for k in 0..n {
+        sums[(first + k * stride) % len] += UVec3::new(1, 10, 100);
+    }
+}
+
+/// An element of three words can straddle two pages of the copies (1024 words each):
+/// element 341 holds words 1023 to 1025. Its words on both pages are summed, and zeroed for
+/// the next launch, alone and among others.
+#[test]
+fn elements_across_pages_are_summed_whole() {
+    let b: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
+    let len = 3_000u32;
+    let mut sums = Field::<UVec3>::new(&b, [len]).expect("sums");
+    let mut model = vec![UVec3::ZERO; len as usize];
+    for (n, first, stride) in [
+        (1, 341, 1),
+        (2, 682, 1),
+        (9_000, 5, 1),
+        (1, 1706, 1),
+        (400, 0, 341),
+    ] {
+        strided_triples(&mut sums, n, first, stride, len).expect("launch");
+        for k in 0..n as u64 {
+            model[((first as u64 + k * stride as u64) % len as u64) as usize] +=
+                UVec3::new(1, 10, 100);
+        }
+        assert_eq!(
+            sums.download().expect("sums"),
             model,
             "after {n} adds from {first} by {stride}"
         );
