@@ -216,7 +216,7 @@ pub fn par_scatter<I: LoopInt, S>(
         .collect();
     let n = range.count;
     // marks[chunk][field][page]: whether the chunk's adds reached the page.
-    let marks: Vec<Vec<Vec<bool>>> = copies
+    let mut marks: Vec<Vec<Vec<bool>>> = copies
         .par_iter_mut()
         .enumerate()
         .map(|(c, mine)| {
@@ -253,7 +253,10 @@ pub fn par_scatter<I: LoopInt, S>(
                 .iter_mut()
                 .map(|c| std::mem::take(&mut c[f]))
                 .collect();
-            let mine: Vec<Vec<bool>> = marks.iter().map(|m| m[f].clone()).collect();
+            let mine: Vec<Vec<bool>> = marks
+                .iter_mut()
+                .map(|m| std::mem::take(&mut m[f]))
+                .collect();
             // Pages no chunk marked were not added into: zero in every copy.
             let any: Vec<bool> = (0..mine[0].len())
                 .map(|p| mine.iter().any(|m| m[p]))
