@@ -359,13 +359,31 @@ macro_rules! as_fns {
 }
 as_fns!(as_vec2 -> Vec2, as_ivec2 -> IVec2, as_uvec2 -> UVec2, as_vec3 -> Vec3, as_ivec3 -> IVec3, as_uvec3 -> UVec3);
 
-/// `floor` for f32 without a call: x86-64's baseline (SSE2) has no rounding instruction, so
-/// `f32::floor` calls libm's `floorf`, which cost mpm99 3% of its CPU time in its stencil.
-/// Truncation rounds toward zero, so below zero a non-integer goes one further down; floats
-/// of magnitude 2^23 and more, infinities and NaN are integers (or NaN) already. Bit for bit
-/// `floorf`, the sign of zero included.
+/// `floor` for f32, one instruction where the target has one: SSE4.1's `roundss` (the
+/// builds for this machine, `.cargo/config.toml`), AArch64's `frintm`. Baseline x86-64
+/// (SSE2) has none, and there `f32::floor` calls libm's `floorf` (3% of mpm99's CPU time in
+/// its stencil), so it truncates instead: below zero a non-integer goes one further down;
+/// floats of magnitude 2^23 and more, infinities and NaN are integers (or NaN) already. That
+/// form costs a round trip through an integer register and a branch on the stencil's
+/// critical path, where `roundss` costs one instruction (mpm99's substep, alternating runs:
+/// see README). Bit for bit `floorf` either way, the sign of zero included.
 #[inline(always)]
 pub fn floor_f32(x: f32) -> f32 {
+    #[cfg(any(not(target_arch = "x86_64"), target_feature = "sse4.1"))]
+    {
+        x.floor()
+    }
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "sse4.1")))]
+    {
+        floor_by_truncation(x)
+    }
+}
+
+/// [`floor_f32`] from truncation, for targets without a rounding instruction (and the
+/// tests, which hold it to `f32::floor` on every target).
+#[inline(always)]
+#[cfg(any(test, all(target_arch = "x86_64", not(target_feature = "sse4.1"))))]
+pub(crate) fn floor_by_truncation(x: f32) -> f32 {
     if x.abs() < 8_388_608.0 {
         let t = x as i32 as f32;
         if t > x {
