@@ -178,10 +178,10 @@ mod tests {
         // And a spread of bit patterns over the whole range.
         values.extend((0..200_000u32).map(|k| f32::from_bits(k.wrapping_mul(2_654_435_761))));
         for x in values {
-            // A NaN stays a NaN; its payload's quiet bit depends on the instruction set (SSE4.1's
-            // `roundss` quiets a signalling NaN, libm's floor does not).
             // Both forms: the one this target runs, and truncation (baseline x86-64's).
             for floor in [super::floor_f32, crate::lang::floor_by_truncation] {
+                // A NaN stays a NaN; its payload's quiet bit depends on the instruction set
+                // (SSE4.1's `roundss` quiets a signalling NaN, libm's floor does not).
                 if x.is_nan() {
                     assert!(floor(x).is_nan(), "floor({x:e})");
                     continue;
