@@ -104,17 +104,41 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
             .enumerate()
             .with_min_len(4)
             .filter(|(_, (_, &marked))| marked)
-            .for_each(|(page, (words, _))| {
-                for (k, cell) in words.iter().enumerate() {
-                    let w = page * PAGE_WORDS + k;
-                    if copies.iter().all(|c| c[w] == 0) {
-                        continue;
-                    }
-                    let old = cell.load(Relaxed);
-                    let sum = copies.iter().fold(old, |acc, c| sum_word(acc, c[w], float));
-                    cell.store(sum, Relaxed);
+            .for_each(|(page, (cells, _))| {
+                let start = page * PAGE_WORDS;
+                let mut sums = [0u32; PAGE_WORDS];
+                let sums = &mut sums[..cells.len()];
+                for (sum, cell) in sums.iter_mut().zip(cells) {
+                    *sum = cell.load(Relaxed);
+                }
+                // A page at a time and a copy at a time, so that the adds run as vector
+                // instructions: word by word across the copies, with a test of each word
+                // for zero, it was a twentieth of mpm88's time. A word is added to in chunk
+                // order, as before.
+                for copy in copies {
+                    add_page(sums, &copy[start..start + sums.len()], float);
+                }
+                for (cell, sum) in cells.iter().zip(sums) {
+                    cell.store(*sum, Relaxed);
                 }
             });
+    }
+}
+
+/// `sums += words`, word by word, skipping the zero words of a copy (no add reached them:
+/// `-0.0 + 0.0` would turn a word's sign).
+#[inline(always)]
+fn add_page(sums: &mut [u32], words: &[u32], float: bool) {
+    // One loop per kind of word, each free of the other's test.
+    if float {
+        for (sum, &w) in sums.iter_mut().zip(words) {
+            let added = sum_word(*sum, w, true);
+            *sum = if w == 0 { *sum } else { added };
+        }
+    } else {
+        for (sum, &w) in sums.iter_mut().zip(words) {
+            *sum = sum_word(*sum, w, false);
+        }
     }
 }
 
