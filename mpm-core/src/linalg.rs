@@ -6,11 +6,12 @@
 //!
 //! * 2x2: closed form from `F`'s rotation and reflection parts (see [`svd2`]).
 //! * 3x3: cyclic Jacobi eigen-decomposition of `F^T F` (Golub and Van Loan, Matrix
-//!   Computations, 4th ed., section 8.5), singular vectors sorted, then `U` by Gram-Schmidt on
-//!   `F V` (the QR step of McAdams et al., "Computing the Singular Value Decomposition of 3x3
-//!   matrices with minimal branching and elementary floating point operations", 2011).
+//!   Computations, 4th ed., section 8.5) of `F` scaled by a power of two, singular vectors
+//!   sorted, then `U` by Gram-Schmidt on `F V` (the QR step of McAdams et al., "Computing
+//!   the Singular Value Decomposition of 3x3 matrices with minimal branching and elementary
+//!   floating point operations", 2011).
 
-use glam::{Mat2, Mat3, Vec2, Vec3};
+use glam::{Mat2, Mat3, Vec2, Vec3, Vec4};
 
 use crate::func;
 
@@ -78,75 +79,137 @@ pub fn svd2(f: Mat2) -> (Mat2, Vec2, Mat2) {
     )
 }
 
-/// One Jacobi rotation in the (p, q) plane zeroing `s[q][p]` of symmetric `s`; `v` collects
-/// the rotations.
+/// One Jacobi rotation of a symmetric 3x3 matrix `A` in the plane of axes `p` and `q`, the
+/// one that zeroes `a_pq` (Golub and Van Loan, section 8.5.2): from `a_pp`, `a_qq`, `a_pq`
+/// and the third axis' `a_rp`, `a_rq`, the new `(a_pp, a_qq, a_rp, a_rq)`, and the columns
+/// `p` and `q` of `V` turned with it. Entry by entry: as products of whole matrices (a
+/// rotation matrix built with dynamic indices, `J^T A J` and `V J`) the rotations took half
+/// of a 3D multi-material scene's time.
 #[func]
-fn jacobi_rotate(s: Mat3, v: Mat3, p: i32, q: i32) -> (Mat3, Mat3) {
-    let spq = s.col(q)[p];
-    let mut out_s = s;
-    let mut out_v = v;
-    if abs(spq) > 1e-30 {
-        let theta = (s.col(q)[q] - s.col(p)[p]) / (2.0 * spq);
-        let t = sign(theta) / (abs(theta) + sqrt(theta * theta + 1.0));
-        let mut t2 = t;
-        if theta == 0.0 {
-            t2 = 1.0;
-        }
-        let c = 1.0 / sqrt(t2 * t2 + 1.0);
-        let sn = t2 * c;
-        let mut j = Mat3::IDENTITY;
-        j[p][p] = c;
-        j[q][q] = c;
-        j[q][p] = sn;
-        j[p][q] = -sn;
-        out_s = transpose(j) * s * j;
-        out_v = v * j;
+fn jacobi_rotate(
+    app: f32,
+    aqq: f32,
+    apq: f32,
+    arp: f32,
+    arq: f32,
+    vp: Vec3,
+    vq: Vec3,
+) -> (Vec4, Vec3, Vec3) {
+    let mut out = vec4(app, aqq, arp, arq);
+    let mut out_p = vp;
+    let mut out_q = vq;
+    // `svd3` scales `A` to diagonal entries of order 1: a smaller `a_pq` is below f32's
+    // resolution there, and a larger one keeps `d^2 + e^2` in f32's normal range.
+    if abs(apq) > 1e-18 {
+        // `t = tan(theta)`, the root of smaller magnitude of `t^2 + 2 tau t - 1 = 0` with
+        // `tau = d / e`, written with `d` and `e` so that one division remains.
+        let d = aqq - app;
+        let e = 2.0 * apq;
+        let t = select(d >= 0.0, e, -e) / (abs(d) + sqrt(d * d + e * e));
+        let c = 1.0 / sqrt(1.0 + t * t);
+        let s = t * c;
+        out = vec4(
+            app - t * apq,
+            aqq + t * apq,
+            c * arp - s * arq,
+            s * arp + c * arq,
+        );
+        out_p = c * vp - s * vq;
+        out_q = s * vp + c * vq;
     }
-    (out_s, out_v)
+    (out, out_p, out_q)
 }
 
 /// SVD of a 3x3 matrix.
 #[func]
 pub fn svd3(f: Mat3) -> (Mat3, Vec3, Mat3) {
-    let mut s = transpose(f) * f;
-    let mut v = Mat3::IDENTITY;
-    for _sweep in 0..6 {
-        let (s1, v1) = jacobi_rotate(s, v, 0, 1);
-        let (s2, v2) = jacobi_rotate(s1, v1, 0, 2);
-        let (s3, v3) = jacobi_rotate(s2, v2, 1, 2);
-        s = s3;
-        v = v3;
+    // `F` scaled by a power of two (exactly) to a largest entry in [1, 2), so that `F^T F`
+    // and the rotations' squares neither overflow nor underflow for any finite `F`.
+    let big = max(max(abs(f.x_axis), abs(f.y_axis)), abs(f.z_axis));
+    let exponent = ((to_bits(max(max(big.x, big.y), big.z)) >> 23u32) & 255u32) as i32;
+    let scale = from_bits((max(254 - exponent, 1) as u32) << 23u32);
+    let fs = scale * f;
+    let a = transpose(fs) * fs;
+    let mut a00 = a.x_axis.x;
+    let mut a11 = a.y_axis.y;
+    let mut a22 = a.z_axis.z;
+    let mut a01 = a.y_axis.x;
+    let mut a02 = a.z_axis.x;
+    let mut a12 = a.z_axis.y;
+    let mut v0 = vec3(1.0, 0.0, 0.0);
+    let mut v1 = vec3(0.0, 1.0, 0.0);
+    let mut v2 = vec3(0.0, 0.0, 1.0);
+    // Cyclic Jacobi converges quadratically: three sweeps leave off-diagonal entries at
+    // f32's resolution (2.5e-7 of the largest, over random and near-identity matrices in
+    // f32), the fourth a margin for clustered eigenvalues.
+    for _sweep in 0..4 {
+        let (d, p, q) = jacobi_rotate(a00, a11, a01, a02, a12, v0, v1);
+        a00 = d.x;
+        a11 = d.y;
+        a02 = d.z;
+        a12 = d.w;
+        a01 = 0.0;
+        v0 = p;
+        v1 = q;
+        let (d, p, q) = jacobi_rotate(a00, a22, a02, a01, a12, v0, v2);
+        a00 = d.x;
+        a22 = d.y;
+        a01 = d.z;
+        a12 = d.w;
+        a02 = 0.0;
+        v0 = p;
+        v2 = q;
+        let (d, p, q) = jacobi_rotate(a11, a22, a12, a01, a02, v1, v2);
+        a11 = d.x;
+        a22 = d.y;
+        a01 = d.z;
+        a02 = d.w;
+        a12 = 0.0;
+        v1 = p;
+        v2 = q;
     }
-    // Sort the eigenvalues of F^T F (squared singular values) in decreasing order, swapping
-    // columns of V with a sign change so that it stays a rotation.
-    let mut e = vec3(s.x_axis.x, s.y_axis.y, s.z_axis.z);
-    for k in 0..3 {
-        let p = k % 2;
-        if e[p] < e[p + 1] {
-            let tmp = e[p];
-            e[p] = e[p + 1];
-            e[p + 1] = tmp;
-            let col = v[p];
-            v[p] = v[p + 1];
-            v[p + 1] = -col;
-        }
+    // The eigenvalues of `F^T F` (squared singular values) in decreasing order, by three
+    // compare-and-swaps; a swapped column of V changes sign, so that V stays a rotation.
+    let mut e0 = a00;
+    let mut e1 = a11;
+    if e0 < e1 {
+        let (e, v) = (e0, v0);
+        e0 = e1;
+        v0 = v1;
+        e1 = e;
+        v1 = -v;
     }
+    // Only the order matters from here: the smaller eigenvalues are not needed again.
+    if e1 < a22 {
+        e1 = a22;
+        let v = v1;
+        v1 = v2;
+        v2 = -v;
+    }
+    if e0 < e1 {
+        let v = v0;
+        v0 = v1;
+        v1 = -v;
+    }
+    let mut v = mat3(v0, v1, v2);
     if determinant(v) < 0.0 {
         v.z_axis = -v.z_axis;
     }
-    let b1 = f * v.x_axis;
+    // U by Gram-Schmidt on the columns of `F V`, the singular values their lengths.
+    let b1 = fs * v.x_axis;
     let sigma1 = length(b1);
     let mut u1 = vec3(1.0, 0.0, 0.0);
     if sigma1 > 1e-20 {
         u1 = b1 / sigma1;
     }
-    let b2 = f * v.y_axis;
+    let b2 = fs * v.y_axis;
     let r2 = b2 - dot(u1, b2) * u1;
     let sigma2 = length(r2);
-    let u2 = if sigma2 > 1e-20 * max(sigma1, 1e-20) {
+    // Below 1e-12 of sigma1 the direction is rounding noise: any unit vector orthogonal
+    // to u1 does (the cross product with the axis least aligned with it).
+    let u2 = if sigma2 > 1e-12 * sigma1 {
         r2 / sigma2
     } else {
-        // Any unit vector orthogonal to u1: cross with the axis least aligned with it.
         let mut axis = vec3(1.0, 0.0, 0.0);
         if abs(u1.x) > 0.57 {
             axis = vec3(0.0, 1.0, 0.0);
@@ -154,8 +217,13 @@ pub fn svd3(f: Mat3) -> (Mat3, Vec3, Mat3) {
         normalize(cross(u1, axis))
     };
     let u3 = cross(u1, u2);
-    let sigma3 = dot(u3, f * v.z_axis);
-    (mat3(u1, u2, u3), vec3(sigma1, sigma2, sigma3), v)
+    let sigma3 = dot(u3, fs * v.z_axis);
+    // Scaled back, exactly (the reciprocal of a power of two).
+    (
+        mat3(u1, u2, u3),
+        vec3(sigma1, sigma2, sigma3) * (1.0 / scale),
+        v,
+    )
 }
 
 /// Polar decomposition `F = R S` of a 3x3 matrix via its SVD: `R = U V^T`, `S = V diag V^T`.
@@ -255,6 +323,26 @@ mod tests {
                 s.x >= s.y - 1e-5 && s.y >= s.z.abs() - 1e-5,
                 "sigma not sorted: {s:?}"
             );
+        }
+    }
+
+    #[test]
+    fn svd3_holds_at_any_scale() {
+        // Unscaled, F^T F of the smallest underflows and that of the largest overflows.
+        for f in matrices3().into_iter().take(60) {
+            let (_, s, _) = svd(f);
+            for k in [1e-30f32, 1e-10, 1e10, 1e30] {
+                let (u, sk, v) = svd(k * f);
+                let back = u * Mat3::from_diagonal(sk) * v.transpose();
+                assert!(
+                    close3(back * (1.0 / k), f, 1e-4),
+                    "F = {k:e} {f:?}\nU S V^T = {back:?}"
+                );
+                assert!(
+                    (sk * (1.0 / k) - s).abs().max_element() <= 1e-5 * s.x,
+                    "sigma of {k:e} {f:?}: {sk:?} against {s:?}"
+                );
+            }
         }
     }
 
