@@ -24,6 +24,12 @@ pub fn neo_hookean(h: Mat, mu: f32, lambda: f32) -> Mat {
 #[func]
 pub fn fixed_corotated(f: Mat, mu: f32, lambda: f32) -> Mat {
     let (r, _s) = polar(f);
+    fixed_corotated_of(f, r, mu, lambda)
+}
+
+/// [`fixed_corotated`] of `F` with the rotation `r` of its polar decomposition.
+#[func]
+pub fn fixed_corotated_of(f: Mat, r: Mat, mu: f32, lambda: f32) -> Mat {
     let j = determinant(f);
     (2.0 * mu) * (f - r) * transpose(f) + Mat::from_diagonal(Vec::splat(lambda * (j - 1.0) * j))
 }

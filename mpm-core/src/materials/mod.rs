@@ -202,9 +202,10 @@ macro_rules! material_table {
                     };
                 }
                 update(h, _c, _tau, jp, mu, lambda, row) {
-                    let (hp, jp_new) = snow_plasticity(h, jp, row.x, row.y);
+                    let (hp, jp_new, r) = snow_return(h, jp, row.x, row.y);
                     let hard = snow_hardening(jp_new, row.z);
-                    (hp, fixed_corotated(Mat::IDENTITY + hp, mu * hard, lambda * hard), jp_new)
+                    let tau = fixed_corotated_of(Mat::IDENTITY + hp, r, mu * hard, lambda * hard);
+                    (hp, tau, jp_new)
                 }
                 modulus(h, _tau, jp, mu, lambda, row) {
                     // Fixed corotated with the hardened moduli.
@@ -238,8 +239,8 @@ macro_rules! material_table {
                     energy(f, _j, _jp, mu, lambda) = energy::hencky(f, mu, lambda);
                 }
                 update(h, _c, _tau, jp, mu, lambda, row) {
-                    let hp = sand_plasticity(h, mu, lambda, row.x, row.y);
-                    (hp, hencky_stress(Mat::IDENTITY + hp, mu, lambda), jp)
+                    let (hp, u, sig) = sand_return(h, mu, lambda, row.x, row.y);
+                    (hp, hencky_stress_of(u, sig, mu, lambda), jp)
                 }
                 modulus(_h, tau, _jp, mu, lambda, _row) {
                     // Hencky: lambda + 2 mu - tau_ii, stiffer under pressure.

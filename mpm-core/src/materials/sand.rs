@@ -33,6 +33,14 @@ pub fn hencky_strain(sig: Vec) -> Vec {
 /// rebuilding it from the SVD would round away strains below f32's resolution.
 #[func]
 pub fn sand_plasticity(h: Mat, mu: f32, lambda: f32, alpha: f32, cohesion: f32) -> Mat {
+    let (h_new, _u, _sig) = sand_return(h, mu, lambda, alpha, cohesion);
+    h_new
+}
+
+/// [`sand_plasticity`], with the new `F`'s left singular vectors and singular values, which
+/// its stress needs (see [`hencky_stress_of`]): one SVD a particle instead of two.
+#[func]
+pub fn sand_return(h: Mat, mu: f32, lambda: f32, alpha: f32, cohesion: f32) -> (Mat, Mat, Vec) {
     let (u, sig, v) = svd(Mat::IDENTITY + h);
     let shift = ln(1.0 + cohesion);
     let eps = hencky_strain(sig) - Vec::splat(shift);
@@ -56,11 +64,12 @@ pub fn sand_plasticity(h: Mat, mu: f32, lambda: f32, alpha: f32, cohesion: f32) 
         yielded = false;
     }
     let mut h_new = h;
+    let mut sig_new = sig;
     if yielded {
-        let e = projected + Vec::splat(shift);
-        h_new = u * Mat::from_diagonal(exp(e)) * transpose(v) - Mat::IDENTITY;
+        sig_new = exp(projected + Vec::splat(shift));
+        h_new = u * Mat::from_diagonal(sig_new) * transpose(v) - Mat::IDENTITY;
     }
-    h_new
+    (h_new, u, sig_new)
 }
 
 /// Kirchhoff stress of St. Venant-Kirchhoff in Hencky strain, the elastic law under sand's
@@ -68,6 +77,12 @@ pub fn sand_plasticity(h: Mat, mu: f32, lambda: f32, alpha: f32, cohesion: f32) 
 #[func]
 pub fn hencky_stress(f: Mat, mu: f32, lambda: f32) -> Mat {
     let (u, sig, _v) = svd(f);
+    hencky_stress_of(u, sig, mu, lambda)
+}
+
+/// [`hencky_stress`] of the `F` with left singular vectors `u` and singular values `sig`.
+#[func]
+pub fn hencky_stress_of(u: Mat, sig: Vec, mu: f32, lambda: f32) -> Mat {
     let eps = hencky_strain(sig);
     let s = 2.0 * mu * eps + Vec::splat(lambda * sum(eps));
     u * Mat::from_diagonal(s) * transpose(u)

@@ -12,6 +12,14 @@ use crate::func;
 /// `h` itself: rebuilding it from the SVD would round away strains below f32's resolution.
 #[func]
 pub fn snow_plasticity(h: Mat, jp: f32, theta_c: f32, theta_s: f32) -> (Mat, f32) {
+    let (h_new, jp_new, _r) = snow_return(h, jp, theta_c, theta_s);
+    (h_new, jp_new)
+}
+
+/// [`snow_plasticity`], with the rotation of the new `F`'s polar decomposition, which its
+/// stress needs (see `fixed_corotated_of`): one SVD a particle instead of two.
+#[func]
+pub fn snow_return(h: Mat, jp: f32, theta_c: f32, theta_s: f32) -> (Mat, f32, Mat) {
     let (u, sig, v) = svd(Mat::IDENTITY + h);
     let clamped = clamp(sig, Vec::splat(1.0 - theta_c), Vec::splat(1.0 + theta_s));
     let mut h_new = h;
@@ -20,7 +28,7 @@ pub fn snow_plasticity(h: Mat, jp: f32, theta_c: f32, theta_s: f32) -> (Mat, f32
         jp_new = jp * product(sig) / product(clamped);
         h_new = u * Mat::from_diagonal(clamped) * transpose(v) - Mat::IDENTITY;
     }
-    (h_new, jp_new)
+    (h_new, jp_new, u * transpose(v))
 }
 
 /// The hardening factor applied to the Lamé parameters.
