@@ -360,6 +360,9 @@ fn drive<S: Space<D>, const D: usize>(
     );
     let start = Instant::now();
     let steps0 = solver.steps();
+    // Sampled at each frame as the grid grows; from the start, so that a run interrupted
+    // before its first frame reports what it held.
+    let peak = solver.grid.bytes() + solver.particles.bytes();
     let removed0 = solver.removed();
     let mut run = Run {
         scene,
@@ -368,7 +371,7 @@ fn drive<S: Space<D>, const D: usize>(
         hash,
         frame: first,
         frames,
-        peak: 0,
+        peak,
         bar,
         pusher: None,
         energy: opts.energy,
@@ -399,6 +402,9 @@ fn drive<S: Space<D>, const D: usize>(
         None
     };
     run.bar.finish_and_clear();
+    run.peak = run
+        .peak
+        .max(run.solver.grid.bytes() + run.solver.particles.bytes());
     // Particles, removals and peak memory of all ranks; the imbalance of the load.
     let particles = run.solver.particles.count() as f64;
     let mut totals = [

@@ -476,6 +476,59 @@ fn run_reports_measured_memory() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A run interrupted before its first frame ends still reports the memory its fields held
+/// (the peak was once sampled at frame ends only, and such a run said 0.0 MiB).
+#[test]
+fn run_interrupted_in_its_first_frame_reports_its_memory() {
+    let dir = scratch("first-frame");
+    // 100,000 substeps to the first frame: seconds, long after the signal.
+    let scene = dir.join("slow.toml");
+    std::fs::write(
+        &scene,
+        "[simulation]\ndimension = 2\nresolution = [28, 28]\ndx = 0.05\ndt = 1e-6\n\
+         frame_time = 0.1\nframes = 2\n\n[[materials]]\nname = \"rubber\"\n\
+         model = \"neo-hookean\"\n\n[[bodies]]\nmaterial = \"rubber\"\nshape = \"sphere\"\n\
+         centre = [0.7, 0.7]\nradius = 0.2\n",
+    )
+    .expect("scene written");
+    let out = dir.join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_mpm"))
+        .args(["run", "--backend", "cpu", "--out"])
+        .arg(&out)
+        .arg(&scene)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpm runs");
+    // The output folder is made after the signal handlers are in place.
+    let start = Instant::now();
+    while !out.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no output folder"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Command::new("kill")
+        .args(["-INT".to_string(), child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let o = child.wait_with_output().expect("mpm ends");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{t}");
+    assert!(t.starts_with("0 frames"), "{t}");
+    let at = t.find("peak field memory ").expect("memory reported") + "peak field memory ".len();
+    let mib: f64 = t[at..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number in:\n{t}"));
+    assert!(mib > 0.0, "{t}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Frames of an earlier, longer run that this run will not overwrite are named in a warning.
 #[test]
 fn stale_frames_of_an_earlier_run_are_named() {
