@@ -360,9 +360,6 @@ fn drive<S: Space<D>, const D: usize>(
     );
     let start = Instant::now();
     let steps0 = solver.steps();
-    // Sampled at each frame as the grid grows; from the start, so that a run interrupted
-    // before its first frame reports what it held.
-    let peak = solver.grid.bytes() + solver.particles.bytes();
     let removed0 = solver.removed();
     let mut run = Run {
         scene,
@@ -371,7 +368,7 @@ fn drive<S: Space<D>, const D: usize>(
         hash,
         frame: first,
         frames,
-        peak,
+        peak: 0,
         bar,
         pusher: None,
         energy: opts.energy,
@@ -402,9 +399,8 @@ fn drive<S: Space<D>, const D: usize>(
         None
     };
     run.bar.finish_and_clear();
-    run.peak = run
-        .peak
-        .max(run.solver.grid.bytes() + run.solver.particles.bytes());
+    // Also at the end: a run interrupted before its first frame ended held its fields too.
+    run.sample_peak();
     // Particles, removals and peak memory of all ranks; the imbalance of the load.
     let particles = run.solver.particles.count() as f64;
     let mut totals = [
@@ -504,6 +500,12 @@ fn vec3_of<const D: usize>(p: &[f32; D]) -> Vec3 {
 }
 
 impl<S: Space<D>, const D: usize> Run<'_, S, D> {
+    /// Takes the fields' bytes now into the run's peak (the grid grows as it is reached).
+    fn sample_peak(&mut self) {
+        let now = self.solver.grid.bytes() + self.solver.particles.bytes();
+        self.peak = self.peak.max(now);
+    }
+
     /// The domain's largest extent: pictures show `[0, extent]` squares.
     fn extent(&self) -> f32 {
         let s = self.solver.settings();
@@ -565,9 +567,7 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
         let mut v = self.solver.particles.v.download()?;
         v.truncate(n);
         let v: Vec<[f32; D]> = v.into_iter().map(S::components).collect();
-        self.peak = self
-            .peak
-            .max(self.solver.grid.bytes() + self.solver.particles.bytes());
+        self.sample_peak();
         let output = &self.scene.output;
         let colouring = Colouring::from(output);
         // What the colouring reads besides the materials.

@@ -266,21 +266,30 @@ fn bench_prints_a_table() {
 /// Starts a long CPU run into `dir`, waits until it wrote `frame`, then sends it `signal`
 /// (as `kill -SIGNAL` does) and returns what it printed and its exit status.
 fn interrupt(dir: &Path, frame: &str, signal: &str) -> Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_mpm"))
-        .args(["run", "--backend", "cpu", "--frames", "1000", "--out"])
-        .arg(dir)
+    let mut run = Command::new(env!("CARGO_BIN_EXE_mpm"));
+    run.args(["run", "--backend", "cpu", "--frames", "1000", "--out"])
+        .arg(dir);
+    interrupt_after(run, &dir.join(frame), Duration::ZERO, signal)
+}
+
+/// Starts `run`, waits until `ready` exists and then `settle` more, sends it `signal` and
+/// returns what it printed and its exit status.
+fn interrupt_after(mut run: Command, ready: &Path, settle: Duration, signal: &str) -> Output {
+    let child = run
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("mpm runs");
     let start = Instant::now();
-    while !dir.join(frame).exists() {
+    while !ready.exists() {
         assert!(
             start.elapsed() < Duration::from_secs(120),
-            "no frames written"
+            "{} never appeared",
+            ready.display()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    std::thread::sleep(settle);
     let sent = Command::new("kill")
         .args([format!("-{signal}"), child.id().to_string()])
         .status()
@@ -430,23 +439,25 @@ fn energy_report_prints_every_frame() {
     );
 }
 
+/// The figure (MiB) that follows `after` in a run's output `t`.
+fn mib(t: &str, after: &str) -> f64 {
+    let at = t
+        .find(after)
+        .unwrap_or_else(|| panic!("no `{after}` in:\n{t}"))
+        + after.len();
+    let rest = t[at..].trim_start();
+    let end = rest.find(' ').unwrap_or(rest.len());
+    rest[..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after `{after}` in:\n{t}"))
+}
+
 /// The run's summary reports measured memory next to the engine's count of its fields: the
 /// process's peak resident memory, which holds the fields on the CPU backend, and the
 /// device's peak on Vulkan, which holds them there. (It once said 214.5 MiB for a process
 /// that peaked at 660 MB.)
 #[test]
 fn run_reports_measured_memory() {
-    let mib = |t: &str, after: &str| -> f64 {
-        let at = t
-            .find(after)
-            .unwrap_or_else(|| panic!("no `{after}` in:\n{t}"))
-            + after.len();
-        let rest = t[at..].trim_start();
-        let end = rest.find(' ').unwrap_or(rest.len());
-        rest[..end]
-            .parse()
-            .unwrap_or_else(|_| panic!("no number after `{after}` in:\n{t}"))
-    };
     let dir = scratch("memory");
     for backend in ["cpu", "vulkan"] {
         let o = mpm(&[
@@ -492,40 +503,16 @@ fn run_interrupted_in_its_first_frame_reports_its_memory() {
     )
     .expect("scene written");
     let out = dir.join("out");
-    let child = Command::new(env!("CARGO_BIN_EXE_mpm"))
-        .args(["run", "--backend", "cpu", "--out"])
+    let mut run = Command::new(env!("CARGO_BIN_EXE_mpm"));
+    run.args(["run", "--backend", "cpu", "--out"])
         .arg(&out)
-        .arg(&scene)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpm runs");
+        .arg(&scene);
     // The output folder is made after the signal handlers are in place.
-    let start = Instant::now();
-    while !out.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no output folder"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let sent = Command::new("kill")
-        .args(["-INT".to_string(), child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success());
-    let o = child.wait_with_output().expect("mpm ends");
+    let o = interrupt_after(run, &out, Duration::from_millis(500), "INT");
     let t = text(&o);
     assert_eq!(o.status.code(), Some(130), "{t}");
     assert!(t.starts_with("0 frames"), "{t}");
-    let at = t.find("peak field memory ").expect("memory reported") + "peak field memory ".len();
-    let mib: f64 = t[at..]
-        .split(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no number in:\n{t}"));
-    assert!(mib > 0.0, "{t}");
+    assert!(mib(&t, "peak field memory") > 0.0, "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
