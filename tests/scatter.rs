@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use mpm::core::Backend;
-use mpm::glam::UVec3;
+use mpm::glam::{UVec3, Vec2};
 use mpm::{kernel, BackendRef, CpuBackend, Field};
 
 /// Many particles add into few cells: the order of the additions changes the last bits.
@@ -210,5 +210,146 @@ fn elements_across_pages_are_summed_whole() {
             model,
             "after {n} adds from {first} by {stride}"
         );
+    }
+}
+
+/// A particle's 3x3 stencil, in cell units: the nodes a P2G adds into and a G2P reads.
+#[kernel]
+fn stencil_splat(x: &Field<Vec2>, grid: &mut Field<Vec2, 2>) {
+    for p in x.indices() {
+        let base = (x[p] - 0.5).floor().as_ivec2();
+        for i in 0..3 {
+            for j in 0..3 {
+                grid[base + ivec2(i, j)] += x[p] * (1.0 + (i * 3 + j) as f32 * 0.1);
+            }
+        }
+    }
+}
+
+#[kernel]
+fn stencil_gather(x: &Field<Vec2>, grid: &Field<Vec2, 2>, out: &mut Field<Vec2>) {
+    for p in x.indices() {
+        let base = (x[p] - 0.5).floor().as_ivec2();
+        let mut sum = Vec2::ZERO;
+        for i in 0..3 {
+            for j in 0..3 {
+                sum += grid[base + ivec2(i, j)] * (1.0 + (i * 3 + j) as f32 * 0.01);
+            }
+        }
+        out[p] = sum;
+    }
+}
+
+/// Activates the corners of each stencil (enough for leaf blocks at least two cells wide).
+#[kernel]
+fn stencil_touch(x: &Field<Vec2>, grid: &mut Field<Vec2, 2>) {
+    for p in x.indices() {
+        let base = (x[p] - 0.5).floor().as_ivec2();
+        activate(grid, base);
+        activate(grid, base + ivec2(2, 0));
+        activate(grid, base + ivec2(0, 2));
+        activate(grid, base + ivec2(2, 2));
+    }
+}
+
+/// How the grid of [`every_access_path_gives_the_same_bits`] is stored.
+#[derive(Clone, Copy)]
+enum Grid {
+    Dense,
+    Sparse(fn() -> mpm::Layout<2>),
+    Frozen(fn() -> mpm::Layout<2>),
+}
+
+/// The splat and the gather of `x` on `grid`: the grid's values (zero where inactive) and the
+/// gathered sums, as bits.
+fn splat_and_gather(b: &BackendRef, x: &[Vec2], grid: Grid) -> mpm::core::Result<Vec<u32>> {
+    let xs = Field::from_slice(b, [x.len() as u32], x)?;
+    let (tree, mut g) = match grid {
+        Grid::Dense => (None, Field::<Vec2, 2>::new(b, [32, 32])?),
+        Grid::Sparse(layout) | Grid::Frozen(layout) => {
+            let tree = mpm::Tree::new(b, layout())?;
+            let g = Field::place(&tree)?;
+            (Some(tree), g)
+        }
+    };
+    match (grid, &tree) {
+        (Grid::Frozen(_), Some(tree)) => {
+            stencil_touch(&xs, &mut g)?;
+            tree.while_frozen(|| stencil_splat(&xs, &mut g))?;
+        }
+        _ => stencil_splat(&xs, &mut g)?,
+    }
+    let mut out = Field::<Vec2>::new(b, [x.len() as u32])?;
+    stencil_gather(&xs, &g, &mut out)?;
+    let values = g.download()?.into_iter().chain(out.download()?);
+    Ok(values
+        .flat_map(|v| [v.x.to_bits(), v.y.to_bits()])
+        .collect())
+}
+
+/// The CPU lowering runs a batch of a loop on the narrowest access path its fields allow
+/// (`mpm_core::host::ANY`): dense fields, sparse ones through the block cache, or every path
+/// (a frozen tree, a layout without the quick walk). Each path adds the same numbers in the
+/// same order, so every grid gives the dense grid's bits; and each reports a stencil that
+/// leaves the grid.
+#[test]
+fn every_access_path_gives_the_same_bits() {
+    use mpm::Layout;
+    let b: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
+    // Stencils from node 1 to node 30 of the 32 a side.
+    let mut state = 12345u32;
+    let mut next = || {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        1.5 + 29.0 * (state >> 8) as f32 / (1u32 << 24) as f32
+    };
+    let x: Vec<Vec2> = (0..5000).map(|_| Vec2::new(next(), next())).collect();
+    let grids = [
+        (
+            "pointer>dense",
+            Grid::Sparse(|| Layout::root().pointer([4, 4]).dense([8, 8])),
+        ),
+        (
+            "pointer>bitmasked>dense",
+            Grid::Sparse(|| {
+                Layout::root()
+                    .pointer([4, 4])
+                    .bitmasked([2, 2])
+                    .dense([4, 4])
+            }),
+        ),
+        // Four levels above the leaf: more than the quick walk takes.
+        (
+            "four pointer levels",
+            Grid::Sparse(|| {
+                Layout::root()
+                    .pointer([2, 2])
+                    .pointer([2, 2])
+                    .pointer([2, 2])
+                    .pointer([2, 2])
+                    .dense([2, 2])
+                    .reserve(256)
+            }),
+        ),
+        (
+            "frozen pointer>dense",
+            Grid::Frozen(|| Layout::root().pointer([4, 4]).dense([8, 8])),
+        ),
+    ];
+    let dense = splat_and_gather(&b, &x, Grid::Dense).expect("dense grid");
+    assert!(dense.iter().any(|&w| w != 0));
+    for (name, grid) in grids {
+        let bits = splat_and_gather(&b, &x, grid).expect(name);
+        assert!(bits == dense, "{name} differs from the dense grid");
+    }
+    let mut outside = x.clone();
+    outside[4321] = Vec2::new(0.2, 7.0);
+    for (name, grid) in [("dense", Grid::Dense)].into_iter().chain(grids) {
+        match splat_and_gather(&b, &outside, grid) {
+            Err(mpm::core::Error::OutOfBounds { field, .. }) => assert_eq!(field, "grid"),
+            other => panic!(
+                "{name}: a stencil outside the grid gave {:?}",
+                other.map(|bits| bits.len())
+            ),
+        }
     }
 }

@@ -81,9 +81,17 @@ pub trait ScatterField: Sync {
 #[derive(Clone, Copy)]
 pub struct PrivateCopy<'c>(Option<Cells<'c>>);
 
+impl<'c> PrivateCopy<'c> {
+    /// The copy's words, or `None` where the field keeps shared atomics.
+    #[inline(always)]
+    pub fn cells(self) -> Option<Cells<'c>> {
+        self.0
+    }
+}
+
 /// The words of a private copy and a mark per page of them (see [`PAGE_WORDS`]).
 #[derive(Clone, Copy)]
-struct Cells<'c> {
+pub struct Cells<'c> {
     words: &'c [Cell<u32>],
     marks: &'c [Cell<bool>],
 }
@@ -178,12 +186,50 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
     where
         T: AtomicAdd,
     {
-        let Some(Cells { words: copy, marks }) = self.copy.0 else {
-            return match subtract {
-                false => self.local.atomic_add(index, value),
-                true => self.local.atomic_sub(index, value),
-            };
-        };
+        match self.copy.0 {
+            Some(cells) => PrivateView::new(self.local, cells).add(index, value, subtract),
+            None if subtract => self.local.atomic_sub(index, value),
+            None => self.local.atomic_add(index, value),
+        }
+    }
+}
+
+/// A [`ScatterView`] whose field has a private copy: what the CPU lowering runs a batch
+/// through where every field of the loop is dense and every scattered one privatised, with
+/// accesses on a narrower path (see [`crate::host::ANY`]).
+pub struct PrivateView<'l, 'v, 'a, T, const D: usize, const PATH: u8> {
+    local: &'l Access<'v, 'a, T, D, PATH>,
+    cells: Cells<'l>,
+}
+
+impl<'l, 'v, 'a, T: Elem, const D: usize, const PATH: u8> PrivateView<'l, 'v, 'a, T, D, PATH> {
+    #[inline(always)]
+    pub fn new(local: &'l Access<'v, 'a, T, D, PATH>, cells: Cells<'l>) -> Self {
+        PrivateView { local, cells }
+    }
+
+    #[inline(always)]
+    pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.add(index, value, false);
+    }
+
+    #[inline(always)]
+    pub fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.add(index, value, true);
+    }
+
+    #[inline(always)]
+    fn add(&self, index: impl FieldIndex<D>, value: T, subtract: bool)
+    where
+        T: AtomicAdd,
+    {
+        let Cells { words: copy, marks } = self.cells;
         let Some(base) = self.local.base_for_add(index) else {
             return;
         };
@@ -251,11 +297,13 @@ pub fn par_scatter<I: LoopInt, S>(
             let cells: Vec<PrivateCopy<'_>> = mine
                 .iter_mut()
                 .zip(&mut marks)
-                .map(|(v, marks)| {
-                    // An empty copy: the field keeps shared atomics.
+                .zip(&sizes)
+                .map(|((v, marks), size)| {
+                    // No size: the field keeps shared atomics. A field without cells has
+                    // an empty copy (every access to it is out of bounds).
                     let words = Cell::from_mut(v.as_mut_slice()).as_slice_of_cells();
                     let marks = Cell::from_mut(marks.as_mut_slice()).as_slice_of_cells();
-                    PrivateCopy((!words.is_empty()).then_some(Cells { words, marks }))
+                    PrivateCopy(size.map(|_| Cells { words, marks }))
                 })
                 .collect();
             let state = init();

@@ -203,6 +203,11 @@ impl<'a> Sparse<'a> {
         self.leaf_element::<D>(q, block << q.block_shift, c, activate)
     }
 
+    /// Whether the layout's shapes allow the quick walk (see [`Sparse::locate_through_cache`]).
+    pub fn has_quick_walk(&self) -> bool {
+        self.quick.is_some()
+    }
+
     /// [`Sparse::locate`] through `cache`, the leaf blocks that earlier accesses of the same
     /// worker found active. Blocks keep their place until the launch ends, so a cache that
     /// lives no longer than one launch cannot go stale.
@@ -213,12 +218,26 @@ impl<'a> Sparse<'a> {
         activate: bool,
         cache: &BlockCache,
     ) -> Option<u64> {
+        match &self.quick {
+            None => self.locate_general(c, activate),
+            Some(q) if q.dense_path => self.locate::<D>(c, activate),
+            Some(_) => self.locate_through_cache::<D>(c, activate, cache),
+        }
+    }
+
+    /// [`Sparse::locate_cached`] through the cache whatever the levels above the leaf: the
+    /// one path a tree with the quick walk needs, and the only one that `Access`'s `CACHED`
+    /// path carries (a layout without the quick walk takes the general one out of line).
+    #[inline(always)]
+    pub fn locate_through_cache<const D: usize>(
+        &self,
+        c: [u32; 3],
+        activate: bool,
+        cache: &BlockCache,
+    ) -> Option<u64> {
         let Some(q) = &self.quick else {
             return self.locate_general(c, activate);
         };
-        if q.dense_path {
-            return self.locate::<D>(c, activate);
-        }
         // The block's corner identifies it; the parity of its place picks the cache slot.
         let corner: [u32; 3] =
             std::array::from_fn(|a| if a < D { c[a] & q.corner_mask[a] } else { 0 });

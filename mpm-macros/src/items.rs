@@ -2,7 +2,7 @@
 //! wrapped in the launcher (kernels) or the function and its trace module (funcs).
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{format_ident, quote};
 use syn::{Error, Ident, ItemFn, Pat, Result};
 
 use crate::check;
@@ -74,7 +74,8 @@ fn plain_inputs(sig: &syn::Signature) -> TokenStream {
 /// One parallel loop on the CPU: each worker makes its `Local` views of the fields the body
 /// uses once, and each batch of invocations copies them into `Access` values that shadow the
 /// fields (in registers: see `mpm_core::host::Access`), wrapped for `scatter` fields in
-/// `ScatterView`s on the worker's private copies (`__copies`).
+/// `ScatterView`s on the worker's private copies (`__copies`). The accesses take the
+/// narrowest path the fields allow (`mpm_core::host::ANY`), a copy of the body per path.
 ///
 /// `outer` names the kernel-level values in scope (scalar parameters, top-level `let`s):
 /// each batch copies them into locals first. The closure captures them by reference,
@@ -88,15 +89,44 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
     let init = quote!(|| (#(#used.local(),)*));
     let k = 0..scatter.len();
     let copies = (!scatter.is_empty()).then(|| quote!(__copies,));
+    let cells: Vec<Ident> = (0..scatter.len())
+        .map(|k| format_ident!("__cells{}", k))
+        .collect();
+    let general = quote! {
+        #(let #used = #used.access();)*
+        #(let #scatter = ::mpm_core::scatter::ScatterView::new(&#scatter, __copies[#k]);)*
+        #copies_of_outer
+        for &#var in __batch { #body }
+    };
+    // The body three times: for batches whose fields are all dense, or dense and sparse
+    // with the block cache, their scattered fields all privatised, with accesses free of the
+    // other paths (see `mpm_core::host::ANY`), and for the rest.
+    let on_path = |access: Ident| {
+        let k = 0..scatter.len();
+        quote! {
+            if let (#(Some(#used),)* #(Some(#cells),)*) =
+                (#(#used.#access(),)* #(__copies[#k].cells(),)*)
+            {
+                #(let #scatter = ::mpm_core::scatter::PrivateView::new(&#scatter, #cells);)*
+                #copies_of_outer
+                for &#var in __batch { #body }
+            }
+        }
+    };
+    let batch = match used.is_empty() {
+        true => general,
+        false => {
+            let dense = on_path(format_ident!("dense_access"));
+            let cached = on_path(format_ident!("cached_access"));
+            quote!(#dense else #cached else { #general })
+        }
+    };
     // One call runs a batch of invocations (see `mpm_core::host::BATCH`): the views and the
     // copies are made once per batch; `continue` at the invocation's level goes to the next.
     let worker = quote! {
         |__worker, #copies __batch: &[_]| {
             let (#(#used,)*) = __worker;
-            #(let #used = #used.access();)*
-            #(let #scatter = ::mpm_core::scatter::ScatterView::new(&#scatter, __copies[#k]);)*
-            #copies_of_outer
-            for &#var in __batch { #body }
+            #batch
         }
     };
     let scatter_range = |start: TokenStream, end: TokenStream, inclusive: bool| {
