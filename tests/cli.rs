@@ -21,10 +21,39 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn scratch(name: &str) -> PathBuf {
+/// A folder of a test's own under the system's temporary folder, removed when the test ends
+/// (passed or failed).
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("mpm-cli-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    Scratch(dir)
+}
+
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn repo(path: &str) -> String {
@@ -129,7 +158,6 @@ fn runs_clear_temporaries_left_by_killed_runs() {
         .filter(|n| n.ends_with(".tmp"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -176,7 +204,6 @@ fn a_bad_scene_fails_with_its_position() {
         "{}",
         text(&missing)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -242,7 +269,6 @@ fn resuming_past_the_end_is_an_error() {
         assert!(!o.status.success(), "--frames {frames}: {}", text(&o));
         assert!(text(&o).contains("nothing to run"), "{}", text(&o));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -336,7 +362,6 @@ fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).starts_with("1 frames"), "{}", text(&o));
     assert!(dir.join(format!("frame_{frames:05}.png")).is_file());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// SIGTERM and SIGHUP end a run as Ctrl-C does: a checkpoint, and exit status 130.
@@ -351,7 +376,6 @@ fn term_and_hup_leave_a_checkpoint() {
             dir.join("checkpoint.mpmck").is_file(),
             "SIG{signal}: no checkpoint: {t}"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -370,7 +394,6 @@ fn view_without_a_display_runs_headless() {
     assert!(o.status.success(), "{t}");
     assert!(t.contains("no display for --view"), "{t}");
     assert!(dir.join("frame_00000.png").is_file());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The window path, on a virtual X display (scripts/setup.sh installs Xvfb).
@@ -401,7 +424,6 @@ fn view_opens_a_window_on_a_display() {
     assert!(o.status.success(), "{t}");
     assert!(!t.contains("no display"), "the window did not open: {t}");
     assert!(t.starts_with("3 frames"), "{t}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--energy` prints one energy line per frame; the dam break's total (APIC dissipates, the
@@ -484,7 +506,6 @@ fn run_reports_measured_memory() {
             assert!(mib(&t, "device peak") >= fields, "{t}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A run interrupted before its first frame ends still reports the memory its fields held
@@ -513,7 +534,6 @@ fn run_interrupted_in_its_first_frame_reports_its_memory() {
     assert_eq!(o.status.code(), Some(130), "{t}");
     assert!(t.starts_with("0 frames"), "{t}");
     assert!(mib(&t, "peak field memory") > 0.0, "{t}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Frames of an earlier, longer run that this run will not overwrite are named in a warning.
@@ -539,7 +559,6 @@ fn stale_frames_of_an_earlier_run_are_named() {
         ),
         "{t}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Output into a pipe whose reader has gone (`mpm info | head -1`) ends the program quietly,

@@ -110,8 +110,8 @@ mod program {
     const MPM: &str = env!("CARGO_BIN_EXE_mpm");
 
     /// A folder of its own for each test, with the dam break scene writing PLY frames and a
-    /// checkpoint every 2 frames.
-    fn workspace(name: &str) -> (PathBuf, PathBuf) {
+    /// checkpoint every 2 frames; removed when the test ends.
+    fn workspace(name: &str) -> (Folder, PathBuf) {
         let dir = std::env::temp_dir().join(format!("mpm-ranks-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary folder");
@@ -120,7 +120,22 @@ mod program {
         let scene = dir.join("scene.toml");
         let output = "\n[output]\npng = false\nply = true\ncheckpoint_every = 2\n";
         std::fs::write(&scene, text + output).expect("the scene file");
-        (dir, scene)
+        (Folder(dir), scene)
+    }
+
+    struct Folder(PathBuf);
+
+    impl std::ops::Deref for Folder {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Folder {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     /// Runs `mpm run scene --backend cpu ARGS`, on `ranks` ranks (0: without mpirun), within
