@@ -1,9 +1,12 @@
 //! The `mpm` binary as a user runs it: subcommands, exit codes, messages, and Ctrl-C leaving
 //! a checkpoint that a resumed run continues from.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+mod scratch;
+use scratch::Scratch;
 
 fn mpm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mpm"))
@@ -21,41 +24,6 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// A folder of a test's own under the system's temporary folder, removed when the test ends
-/// (passed or failed).
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("mpm-cli-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    Scratch(dir)
-}
-
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::ffi::OsStr> for Scratch {
-    fn as_ref(&self) -> &std::ffi::OsStr {
-        self.0.as_os_str()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn repo(path: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(path)
@@ -67,7 +35,7 @@ fn repo(path: &str) -> String {
 /// not know; both fail before the scene runs.
 #[test]
 fn run_reads_mpm_backend() {
-    let dir = scratch("env-backend");
+    let dir = Scratch::new("cli", "env-backend");
     let run = |backend: &str| {
         Command::new(env!("CARGO_BIN_EXE_mpm"))
             .args([
@@ -116,7 +84,7 @@ fn non_files_are_refused() {
         "{}",
         text(&o)
     );
-    let dir = scratch("resume-zero");
+    let dir = Scratch::new("cli", "resume-zero");
     let o = mpm(&[
         "run",
         "--resume",
@@ -136,7 +104,7 @@ fn non_files_are_refused() {
 /// of its own.
 #[test]
 fn runs_clear_temporaries_left_by_killed_runs() {
-    let dir = scratch("stale-tmp");
+    let dir = Scratch::new("cli", "stale-tmp");
     let stale = dir.join(".frame_0001.ply.4000000000.tmp");
     std::fs::write(&stale, b"half a frame").expect("write");
     let o = mpm(&[
@@ -185,7 +153,7 @@ fn info_summarises_a_scene() {
 
 #[test]
 fn a_bad_scene_fails_with_its_position() {
-    let dir = scratch("bad");
+    let dir = Scratch::new("cli", "bad");
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[simulation]\ndimension = 4\nresolution = [8]\n").expect("write");
     let o = mpm(&[
@@ -249,7 +217,7 @@ fn devices_checks_mpm_vk_device() {
 /// used to end at once, successfully, having done nothing).
 #[test]
 fn resuming_past_the_end_is_an_error() {
-    let dir = scratch("resume-past");
+    let dir = Scratch::new("cli", "resume-past");
     let source = std::fs::read_to_string(repo("scenes/dam_break.toml")).expect("scene");
     let scene = match source.contains("[output]") {
         true => source.replacen("[output]", "[output]\ncheckpoint_every = 1", 1),
@@ -326,7 +294,7 @@ fn interrupt_after(mut run: Command, ready: &Path, settle: Duration, signal: &st
 
 #[test]
 fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
-    let dir = scratch("interrupt");
+    let dir = Scratch::new("cli", "interrupt");
     let out = dir.to_str().expect("utf-8 path");
     // Interrupt it after a few frames, as Ctrl-C would.
     let o = interrupt(&dir, "frame_00002.png", "INT");
@@ -368,7 +336,7 @@ fn ctrl_c_leaves_a_checkpoint_to_resume_from() {
 #[test]
 fn term_and_hup_leave_a_checkpoint() {
     for signal in ["TERM", "HUP"] {
-        let dir = scratch(&format!("signal-{signal}"));
+        let dir = Scratch::new("cli", &format!("signal-{signal}"));
         let o = interrupt(&dir, "frame_00001.png", signal);
         let t = text(&o);
         assert_eq!(o.status.code(), Some(130), "SIG{signal}: {t}");
@@ -381,7 +349,7 @@ fn term_and_hup_leave_a_checkpoint() {
 
 #[test]
 fn view_without_a_display_runs_headless() {
-    let dir = scratch("headless");
+    let dir = Scratch::new("cli", "headless");
     let o = Command::new(env!("CARGO_BIN_EXE_mpm"))
         .args(["run", "--view", "--backend", "cpu", "--frames", "1"])
         .args(["--out", dir.to_str().expect("utf-8")])
@@ -410,7 +378,7 @@ fn view_opens_a_window_on_a_display() {
         Err(e) => panic!("Xvfb is needed for this test (scripts/setup.sh installs it): {e}"),
     };
     std::thread::sleep(Duration::from_millis(1500));
-    let dir = scratch("window");
+    let dir = Scratch::new("cli", "window");
     let o = Command::new(env!("CARGO_BIN_EXE_mpm"))
         .args(["run", "--view", "--backend", "cpu", "--frames", "3"])
         .args(["--out", dir.to_str().expect("utf-8")])
@@ -430,7 +398,7 @@ fn view_opens_a_window_on_a_display() {
 /// walls do no work) never grows.
 #[test]
 fn energy_report_prints_every_frame() {
-    let dir = scratch("energy");
+    let dir = Scratch::new("cli", "energy");
     let o = mpm(&[
         "run",
         "--frames",
@@ -480,7 +448,7 @@ fn mib(t: &str, after: &str) -> f64 {
 /// that peaked at 660 MB.)
 #[test]
 fn run_reports_measured_memory() {
-    let dir = scratch("memory");
+    let dir = Scratch::new("cli", "memory");
     for backend in ["cpu", "vulkan"] {
         let o = mpm(&[
             "run",
@@ -512,7 +480,7 @@ fn run_reports_measured_memory() {
 /// (the peak was once sampled at frame ends only, and such a run said 0.0 MiB).
 #[test]
 fn run_interrupted_in_its_first_frame_reports_its_memory() {
-    let dir = scratch("first-frame");
+    let dir = Scratch::new("cli", "first-frame");
     // 100,000 substeps to the first frame: seconds, long after the signal.
     let scene = dir.join("slow.toml");
     std::fs::write(
@@ -539,7 +507,7 @@ fn run_interrupted_in_its_first_frame_reports_its_memory() {
 /// Frames of an earlier, longer run that this run will not overwrite are named in a warning.
 #[test]
 fn stale_frames_of_an_earlier_run_are_named() {
-    let dir = scratch("stale");
+    let dir = Scratch::new("cli", "stale");
     std::fs::write(dir.join("frame_00007.png"), b"old").expect("old frame");
     let o = mpm(&[
         "run",

@@ -1,7 +1,7 @@
 //! Output files and images: PLY round trips, the GIF preview, atomic writes and their errors,
 //! the 3D splat renderer and speed colouring.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use image::codecs::gif::GifDecoder;
 use image::{AnimationDecoder, Rgb, RgbImage};
@@ -9,28 +9,8 @@ use mpm::glam::{Vec2, Vec3};
 use mpm::output::{self, GifRecorder, OutputError};
 use mpm::render::{self, Camera, Colouring, View3d};
 
-/// A fresh, empty folder for one test, removed when dropped.
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("mpm-output-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch folder");
-    Scratch(dir)
-}
+mod scratch;
+use scratch::Scratch;
 
 /// Names of the files in a folder, sorted.
 fn listing(dir: &Path) -> Vec<String> {
@@ -112,7 +92,7 @@ fn read_ply(path: &Path) -> Vec<Vertex> {
 
 #[test]
 fn ply_round_trip_3d() {
-    let dir = scratch("ply3");
+    let dir = Scratch::new("output", "ply3");
     let mut rng = Rng(1);
     let n = 1000;
     let x: Vec<Vec3> = (0..n)
@@ -145,7 +125,7 @@ fn ply_round_trip_3d() {
 
 #[test]
 fn ply_round_trip_2d_has_zero_z() {
-    let dir = scratch("ply2");
+    let dir = Scratch::new("output", "ply2");
     let x = vec![Vec2::new(0.25, 0.5), Vec2::new(1.0 / 3.0, -7.5), Vec2::ZERO];
     let v = vec![
         Vec2::new(-1.5, 2.0),
@@ -171,7 +151,7 @@ fn ply_round_trip_2d_has_zero_z() {
 
 #[test]
 fn ply_rejects_mismatched_lengths_and_writes_nothing() {
-    let dir = scratch("plybad");
+    let dir = Scratch::new("output", "plybad");
     let path = dir.join("bad.ply");
     let err = output::write_ply_3d(&path, &[Vec3::ZERO; 3], &[Vec3::ZERO; 2], &[0; 3])
         .expect_err("lengths differ");
@@ -186,7 +166,7 @@ fn ply_rejects_mismatched_lengths_and_writes_nothing() {
 
 #[test]
 fn failing_writes_name_the_file_and_leave_nothing() {
-    let dir = scratch("fail");
+    let dir = Scratch::new("output", "fail");
     let missing = dir.join("no-such-folder").join("frame.ply");
     let err = output::write_ply_2d(&missing, &[Vec2::ZERO], &[Vec2::ZERO], &[0])
         .expect_err("folder does not exist");
@@ -224,7 +204,7 @@ fn test_frame(k: u32) -> RgbImage {
 
 #[test]
 fn gif_has_every_frame_at_the_preview_size() {
-    let dir = scratch("gif");
+    let dir = Scratch::new("output", "gif");
     let path = dir.join("preview.gif");
     let mut gif = GifRecorder::new(&path, 256, 40);
     assert!(matches!(gif.write(), Err(OutputError::Invalid { .. })));
@@ -274,7 +254,7 @@ fn recorder_can_move_to_another_thread() {
 
 #[test]
 fn gif_keeps_aspect_and_never_enlarges() {
-    let dir = scratch("gifaspect");
+    let dir = Scratch::new("output", "gifaspect");
     let wide = dir.join("wide.gif");
     let mut gif = GifRecorder::new(&wide, 256, 100);
     gif.push(&RgbImage::new(600, 300)).expect("push");

@@ -22,6 +22,8 @@ use mpm::peers::Peers;
 use mpm::ranks::Mpi;
 use mpm::{backend, BackendRef};
 
+mod scratch;
+
 fn main() {
     if Mpi::launched() {
         let Some(mpi) = Mpi::start() else {
@@ -105,37 +107,21 @@ mod program {
     use std::process::{Command, Output, Stdio};
     use std::time::{Duration, Instant};
 
+    use super::scratch::Scratch;
     use super::{mpirun, worst_points, POSITION_TOLERANCE, VELOCITY_TOLERANCE};
 
     const MPM: &str = env!("CARGO_BIN_EXE_mpm");
 
     /// A folder of its own for each test, with the dam break scene writing PLY frames and a
     /// checkpoint every 2 frames; removed when the test ends.
-    fn workspace(name: &str) -> (Folder, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("mpm-ranks-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temporary folder");
+    fn workspace(name: &str) -> (Scratch, PathBuf) {
+        let dir = Scratch::new("ranks", name);
         let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/scenes/dam_break.toml");
         let text = std::fs::read_to_string(scene).expect("the dam break scene");
         let scene = dir.join("scene.toml");
         let output = "\n[output]\npng = false\nply = true\ncheckpoint_every = 2\n";
         std::fs::write(&scene, text + output).expect("the scene file");
-        (Folder(dir), scene)
-    }
-
-    struct Folder(PathBuf);
-
-    impl std::ops::Deref for Folder {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Folder {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+        (dir, scene)
     }
 
     /// Runs `mpm run scene --backend cpu ARGS`, on `ranks` ranks (0: without mpirun), within

@@ -195,8 +195,8 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
 }
 
 /// A [`ScatterView`] whose field has a private copy: what the CPU lowering runs a batch
-/// through where every field of the loop is dense and every scattered one privatised, with
-/// accesses on a narrower path (see [`crate::host::ANY`]).
+/// through on the `DENSE` and `CACHED` paths, where every scattered field of the loop is
+/// privatised (see [`crate::host::ANY`]).
 pub struct PrivateView<'l, 'v, 'a, T, const D: usize, const PATH: u8> {
     local: &'l Access<'v, 'a, T, D, PATH>,
     cells: Cells<'l>,
