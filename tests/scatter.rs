@@ -353,3 +353,88 @@ fn every_access_path_gives_the_same_bits() {
         }
     }
 }
+
+/// Runs of stores at one index, which the CPU lowering locates once (the first store's
+/// element, taken by the later stores into fields numbered alike): a store into a field the
+/// run stored into just before, a `-=` into a privatised field, a field of another shape or
+/// tree in the run, and a value whose block moves the index, which ends the run after its
+/// store (the next stores go to the new index).
+#[kernel]
+fn store_runs(a: &mut Field<f32, 2>, b: &mut Field<Vec2, 2>, c: &mut Field<f32, 2>, n: i32) {
+    for p in 0..n {
+        let mut at = ivec2(p % 16, p / 16);
+        a[at] = p as f32;
+        b[at] += vec2(a[at], 1.0);
+        c[at] -= 2.0;
+        b[at] = {
+            at = at + ivec2(0, 16);
+            b[at - ivec2(0, 16)] * 2.0
+        };
+        c[at] += 5.0;
+        a[at] = 1.0;
+    }
+}
+
+/// `store_runs` gives what the statements say one by one, with `b` and `c` dense (the
+/// `DENSE` path, which does not place), on one tree (the `CACHED` path: `c` takes `b`'s
+/// elements, `a` finds its own) and on a tree without the quick walk (`ANY`); and a run
+/// that leaves the grid names the run's first field.
+#[test]
+fn runs_of_stores_at_one_index_store_what_each_statement_says() {
+    use mpm::Layout;
+    let be: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
+    let layouts: [(&str, Option<fn() -> Layout<2>>); 3] = [
+        ("dense", None),
+        (
+            "pointer>dense",
+            Some(|| Layout::root().pointer([4, 8]).dense([4, 4])),
+        ),
+        (
+            "four pointer levels",
+            Some(|| {
+                Layout::root()
+                    .pointer([2, 2])
+                    .pointer([2, 2])
+                    .pointer([2, 2])
+                    .pointer([2, 4])
+                    .dense([1, 1])
+                    .reserve(512)
+            }),
+        ),
+    ];
+    for (name, layout) in layouts {
+        let run = |n: i32| -> mpm::core::Result<(Vec<f32>, Vec<Vec2>, Vec<f32>)> {
+            let mut a = Field::<f32, 2>::new(&be, [16, 32])?;
+            let (_tree, mut b, mut c) = match layout {
+                None => (None, Field::new(&be, [16, 32])?, Field::new(&be, [16, 32])?),
+                Some(layout) => {
+                    let tree = mpm::Tree::new(&be, layout())?;
+                    let (b, c) = (Field::place(&tree)?, Field::place(&tree)?);
+                    (Some(tree), b, c)
+                }
+            };
+            store_runs(&mut a, &mut b, &mut c, n)?;
+            Ok((a.download()?, b.download()?, c.download()?))
+        };
+        let (a, b, c) = run(256).expect(name);
+        for y in 0..16 {
+            for x in 0..16 {
+                let (cell, moved) = ((x * 32 + y) as usize, (x * 32 + y + 16) as usize);
+                let p = (y * 16 + x) as f32;
+                assert_eq!(a[cell], p, "{name}: a at ({x}, {y})");
+                assert_eq!(b[cell], Vec2::new(2.0 * p, 2.0), "{name}: b at ({x}, {y})");
+                assert_eq!(c[cell], -2.0, "{name}: c at ({x}, {y})");
+                assert_eq!(a[moved], 1.0, "{name}: a at ({x}, {})", y + 16);
+                assert_eq!(b[moved], Vec2::ZERO, "{name}: b at ({x}, {})", y + 16);
+                assert_eq!(c[moved], 5.0, "{name}: c at ({x}, {})", y + 16);
+            }
+        }
+        match run(300) {
+            Err(mpm::core::Error::OutOfBounds { field, .. }) => assert_eq!(field, "c", "{name}"),
+            other => panic!(
+                "{name}: moving out of the grid gave {:?}",
+                other.map(|_| ())
+            ),
+        }
+    }
+}

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use rayon::prelude::*;
 
-use crate::host::{add_word, increment, sum_word, Access, AtomicAdd, FieldIndex, View};
+use crate::host::{add_word, increment, sum_word, Access, AtomicAdd, FieldIndex, Placed, View};
 use crate::types::{Elem, Scalar};
 
 /// One word's share of an add outside the window: its increment.
@@ -82,6 +82,13 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
             lo: block.lo,
             width: block.width,
         }
+    }
+
+    /// `index` unplaced: a `+=` outside the window is queued by its coordinates, and one
+    /// inside skips the bounds check, so each add finds its own element.
+    #[inline(always)]
+    pub fn place<I: FieldIndex<D>>(&self, index: I) -> Placed<I, D> {
+        Placed::unplaced(index)
     }
 
     /// Whether this worker owns the node at `c`: inside the window, which lies inside the

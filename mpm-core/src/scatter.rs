@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use crate::host::{
     in_batches, increment, loop_range, par_range, sum_word, Access, AtomicAdd, FieldIndex, LoopInt,
-    View, BATCH,
+    Placed, View, BATCH,
 };
 use crate::types::{Elem, Scalar};
 
@@ -163,6 +163,12 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
         ScatterView { local, copy }
     }
 
+    /// [`Access::place`]: the copy has the field's elements.
+    #[inline(always)]
+    pub fn place<I: FieldIndex<D>>(&self, index: I) -> Placed<I, D> {
+        self.local.place(index)
+    }
+
     #[inline(always)]
     pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
     where
@@ -206,6 +212,12 @@ impl<'l, 'v, 'a, T: Elem, const D: usize, const PATH: u8> PrivateView<'l, 'v, 'a
     #[inline(always)]
     pub fn new(local: &'l Access<'v, 'a, T, D, PATH>, cells: Cells<'l>) -> Self {
         PrivateView { local, cells }
+    }
+
+    /// [`Access::place`]: the copy has the field's elements.
+    #[inline(always)]
+    pub fn place<I: FieldIndex<D>>(&self, index: I) -> Placed<I, D> {
+        self.local.place(index)
     }
 
     #[inline(always)]

@@ -10,9 +10,141 @@ use crate::checked::{Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt,
 
 /// The statements of a body and its value, without braces.
 pub fn stmts(b: &Body) -> TokenStream {
-    let stmts = b.stmts.iter().map(stmt);
+    let mut out = TokenStream::new();
+    let mut rest = &b.stmts[..];
+    while let Some(first) = rest.first() {
+        let run = store_run(rest);
+        out.extend(match run {
+            1 => stmt(first),
+            _ => placed_stores(&rest[..run]),
+        });
+        rest = &rest[run..];
+    }
     let value = b.value.as_deref().map(expr);
-    quote!(#(#stmts)* #value)
+    quote!(#out #value)
+}
+
+/// How many statements from the first of `stmts` store into fields at one index (1 where
+/// the first is not a store or no run of two starts there): the index reads no field and
+/// runs no statements, so it has one value throughout the run, and no store's value but
+/// the last runs statements (which could change a local the index reads).
+fn store_run(stmts: &[Stmt]) -> usize {
+    let Some(Stmt::Store { index, value, .. }) = stmts.first() else {
+        return 1;
+    };
+    if !index_without_effects(index) {
+        return 1;
+    }
+    let key = expr(index).to_string();
+    let mut run = 1;
+    let mut last_value = value;
+    for s in &stmts[1..] {
+        match s {
+            Stmt::Store { index, value, .. }
+                if !runs_statements(last_value) && expr(index).to_string() == key =>
+            {
+                run += 1;
+                last_value = value;
+            }
+            _ => break,
+        }
+    }
+    run
+}
+
+/// A run of stores at one index (see [`store_run`]): the index computed once, and the
+/// element found by the first store and taken by those into fields numbered alike
+/// (`mpm_core::host::Access::place`), not found again. The statements' order is kept: the
+/// first value, the first store (which finds the element), then each later value and store.
+fn placed_stores(run: &[Stmt]) -> TokenStream {
+    let Some(Stmt::Store {
+        field,
+        index,
+        value,
+        ..
+    }) = run.first()
+    else {
+        return run.iter().map(stmt).collect();
+    };
+    let (index, value) = (expr(index), expr(value));
+    let stores = run.iter().enumerate().map(|(k, s)| match s {
+        Stmt::Store {
+            field,
+            op,
+            value,
+            span,
+            ..
+        } => {
+            let value = match k {
+                0 => quote!(__value),
+                _ => expr(value),
+            };
+            let f = match op {
+                Store::Set => quote!(store),
+                Store::Add => quote!(atomic_add),
+                Store::Sub => quote!(atomic_sub),
+            };
+            quote_spanned!(*span=> #field.#f(__placed, #value);)
+        }
+        other => stmt(other),
+    });
+    quote!({
+        let __index = #index;
+        let __value = #value;
+        let __placed = #field.place(__index);
+        #(#stores)*
+    })
+}
+
+/// Whether an index expression is free of effects and of field reads (a field the run
+/// stores into could change what it reads).
+fn index_without_effects(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) | Expr::NegLit(_) | Expr::Local(_) | Expr::Const(_) => true,
+        Expr::Paren(x) | Expr::Neg(x) | Expr::Not(x) | Expr::Member(x, ..) => {
+            index_without_effects(x)
+        }
+        Expr::Cast { value, .. } => index_without_effects(value),
+        Expr::Binary {
+            left, right, lazy, ..
+        } => !lazy && index_without_effects(left) && index_without_effects(right),
+        Expr::Index(a, b) => index_without_effects(a) && index_without_effects(b),
+        Expr::Call { args, .. }
+        | Expr::Method { args, .. }
+        | Expr::Associated { args, .. }
+        | Expr::Array(args)
+        | Expr::Tuple(args) => args.iter().all(index_without_effects),
+        Expr::Repeat(x, _) => index_without_effects(x),
+        Expr::Load { .. }
+        | Expr::SharedLoad { .. }
+        | Expr::Activity { .. }
+        | Expr::FetchAdd { .. }
+        | Expr::IfValue { .. }
+        | Expr::Block(_) => false,
+    }
+}
+
+/// Whether an expression holds statements (a block, or an `if` with a value), which may
+/// assign locals.
+fn runs_statements(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) | Expr::NegLit(_) | Expr::Local(_) | Expr::Const(_) => false,
+        Expr::Paren(x) | Expr::Neg(x) | Expr::Not(x) | Expr::Member(x, ..) => runs_statements(x),
+        Expr::Cast { value, .. } => runs_statements(value),
+        Expr::Binary { left, right, .. } => runs_statements(left) || runs_statements(right),
+        Expr::Index(a, b) => runs_statements(a) || runs_statements(b),
+        Expr::Load { index, .. }
+        | Expr::SharedLoad { index, .. }
+        | Expr::Activity { index, .. } => runs_statements(index),
+        Expr::FetchAdd { index, value, .. } => runs_statements(index) || runs_statements(value),
+        Expr::Call { args, .. }
+        | Expr::Method { args, .. }
+        | Expr::Associated { args, .. }
+        | Expr::Array(args)
+        | Expr::Tuple(args) => args.iter().any(runs_statements),
+        Expr::Repeat(x, _) => runs_statements(x),
+        Expr::IfValue { .. } | Expr::Block(_) => true,
+    }
 }
 
 fn block(b: &Body) -> TokenStream {
