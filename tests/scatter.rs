@@ -383,7 +383,9 @@ fn store_runs(a: &mut Field<f32, 2>, b: &mut Field<Vec2, 2>, c: &mut Field<f32, 
 fn runs_of_stores_at_one_index_store_what_each_statement_says() {
     use mpm::Layout;
     let be: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
-    let layouts: [(&str, Option<fn() -> Layout<2>>); 3] = [
+    // `b` and `c` dense, or on the tree a function makes.
+    type Storage = Option<fn() -> Layout<2>>;
+    let layouts: [(&str, Storage); 3] = [
         ("dense", None),
         (
             "pointer>dense",

@@ -87,7 +87,9 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
     let copies_of_outer = quote!(#(let #outer = #outer;)*);
     let body = emit_cpu::stmts(&l.body);
     let init = quote!(|| (#(#used.local(),)*));
-    let k = 0..scatter.len();
+    // Each scattered field's chunk copy, by position (a list: the body's three paths
+    // each repeat over it).
+    let k: Vec<usize> = (0..scatter.len()).collect();
     let copies = (!scatter.is_empty()).then(|| quote!(__copies,));
     let cells: Vec<Ident> = (0..scatter.len())
         .map(|k| format_ident!("__cells{}", k))
@@ -102,7 +104,6 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
     // with the block cache, their scattered fields all privatised, with accesses free of the
     // other paths (see `mpm_core::host::ANY`), and for the rest.
     let on_path = |access: Ident| {
-        let k = 0..scatter.len();
         quote! {
             if let (#(Some(#used),)* #(Some(#cells),)*) =
                 (#(#used.#access(),)* #(__copies[#k].cells(),)*)
