@@ -99,52 +99,56 @@ fn placed_stores(run: &[Stmt]) -> TokenStream {
 /// Whether an index expression is free of effects and of field reads (a field the run
 /// stores into could change what it reads).
 fn index_without_effects(e: &Expr) -> bool {
-    match e {
-        Expr::Lit(_) | Expr::NegLit(_) | Expr::Local(_) | Expr::Const(_) => true,
-        Expr::Paren(x) | Expr::Neg(x) | Expr::Not(x) | Expr::Member(x, ..) => {
-            index_without_effects(x)
-        }
-        Expr::Cast { value, .. } => index_without_effects(value),
-        Expr::Binary {
-            left, right, lazy, ..
-        } => !lazy && index_without_effects(left) && index_without_effects(right),
-        Expr::Index(a, b) => index_without_effects(a) && index_without_effects(b),
-        Expr::Call { args, .. }
-        | Expr::Method { args, .. }
-        | Expr::Associated { args, .. }
-        | Expr::Array(args)
-        | Expr::Tuple(args) => args.iter().all(index_without_effects),
-        Expr::Repeat(x, _) => index_without_effects(x),
+    every_node(e, &|n| match n {
+        Expr::Binary { lazy, .. } => !lazy,
         Expr::Load { .. }
         | Expr::SharedLoad { .. }
         | Expr::Activity { .. }
         | Expr::FetchAdd { .. }
         | Expr::IfValue { .. }
         | Expr::Block(_) => false,
-    }
+        _ => true,
+    })
 }
 
 /// Whether an expression holds statements (a block, or an `if` with a value), which may
 /// assign locals.
 fn runs_statements(e: &Expr) -> bool {
-    match e {
-        Expr::Lit(_) | Expr::NegLit(_) | Expr::Local(_) | Expr::Const(_) => false,
-        Expr::Paren(x) | Expr::Neg(x) | Expr::Not(x) | Expr::Member(x, ..) => runs_statements(x),
-        Expr::Cast { value, .. } => runs_statements(value),
-        Expr::Binary { left, right, .. } => runs_statements(left) || runs_statements(right),
-        Expr::Index(a, b) => runs_statements(a) || runs_statements(b),
-        Expr::Load { index, .. }
-        | Expr::SharedLoad { index, .. }
-        | Expr::Activity { index, .. } => runs_statements(index),
-        Expr::FetchAdd { index, value, .. } => runs_statements(index) || runs_statements(value),
-        Expr::Call { args, .. }
-        | Expr::Method { args, .. }
-        | Expr::Associated { args, .. }
-        | Expr::Array(args)
-        | Expr::Tuple(args) => args.iter().any(runs_statements),
-        Expr::Repeat(x, _) => runs_statements(x),
-        Expr::IfValue { .. } | Expr::Block(_) => true,
-    }
+    !every_node(e, &|n| !matches!(n, Expr::IfValue { .. } | Expr::Block(_)))
+}
+
+/// Whether `ok` holds for `e` and every expression in it, down to blocks and `if`s with a
+/// value, whose statements are not visited (`ok` must reject those nodes themselves).
+fn every_node(e: &Expr, ok: &dyn Fn(&Expr) -> bool) -> bool {
+    let all = |xs: &[Expr]| xs.iter().all(|x| every_node(x, ok));
+    ok(e)
+        && match e {
+            Expr::Lit(_)
+            | Expr::NegLit(_)
+            | Expr::Local(_)
+            | Expr::Const(_)
+            | Expr::IfValue { .. }
+            | Expr::Block(_) => true,
+            Expr::Paren(x)
+            | Expr::Neg(x)
+            | Expr::Not(x)
+            | Expr::Member(x, ..)
+            | Expr::Repeat(x, _)
+            | Expr::Cast { value: x, .. }
+            | Expr::Load { index: x, .. }
+            | Expr::SharedLoad { index: x, .. }
+            | Expr::Activity { index: x, .. } => every_node(x, ok),
+            Expr::Binary { left, right, .. } => every_node(left, ok) && every_node(right, ok),
+            Expr::Index(a, b)
+            | Expr::FetchAdd {
+                index: a, value: b, ..
+            } => every_node(a, ok) && every_node(b, ok),
+            Expr::Call { args, .. }
+            | Expr::Method { args, .. }
+            | Expr::Associated { args, .. }
+            | Expr::Array(args)
+            | Expr::Tuple(args) => all(args),
+        }
 }
 
 fn block(b: &Body) -> TokenStream {
