@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use rayon::prelude::*;
 
 use crate::host::{add_word, increment, sum_word, Access, AtomicAdd, FieldIndex, Placed, View};
+use crate::scatter::AddView;
 use crate::types::{Elem, Scalar};
 
 /// One word's share of an add outside the window: its increment.
@@ -98,23 +99,9 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> BinView<'l, 'v, 'a, T, D> {
         // Unsigned: one compare per axis.
         (0..D).all(|a| ((c[a] - self.lo[a]) as u64) < self.width[a])
     }
+}
 
-    #[inline]
-    pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
-    where
-        T: AtomicAdd,
-    {
-        self.add(index, value, false);
-    }
-
-    #[inline]
-    pub fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
-    where
-        T: AtomicAdd,
-    {
-        self.add(index, value, true);
-    }
-
+impl<T: Elem, const D: usize> AddView<T, D> for BinView<'_, '_, '_, T, D> {
     #[inline(always)]
     fn add(&self, index: impl FieldIndex<D>, value: T, subtract: bool)
     where

@@ -150,6 +150,32 @@ fn add_page(sums: &mut [u32], words: &[u32], float: bool) {
     }
 }
 
+/// The `+=` and `-=` of the views a loop adds through instead of its field's [`Access`]
+/// ([`ScatterView`], [`PrivateView`], `bins::BinView`): each says how it adds, and the
+/// operators are that add. The CPU lowering brings the trait into scope in every loop.
+pub trait AddView<T: Elem, const D: usize> {
+    /// `field[index] += value`, or `-=` with `subtract`.
+    fn add(&self, index: impl FieldIndex<D>, value: T, subtract: bool)
+    where
+        T: AtomicAdd;
+
+    #[inline(always)]
+    fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.add(index, value, false);
+    }
+
+    #[inline(always)]
+    fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
+    where
+        T: AtomicAdd,
+    {
+        self.add(index, value, true);
+    }
+}
+
 /// The view a scatter loop's body uses for a privatised field: `+=` goes to this chunk's
 /// copy, or through the invocation's [`Access`] to the shared field when it was not
 /// privatised.
@@ -168,23 +194,9 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
     pub fn place<I: FieldIndex<D>>(&self, index: I) -> Placed<I, D> {
         self.local.place(index)
     }
+}
 
-    #[inline(always)]
-    pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
-    where
-        T: AtomicAdd,
-    {
-        self.add(index, value, false);
-    }
-
-    #[inline(always)]
-    pub fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
-    where
-        T: AtomicAdd,
-    {
-        self.add(index, value, true);
-    }
-
+impl<T: Elem, const D: usize> AddView<T, D> for ScatterView<'_, '_, '_, T, D> {
     // Inlined always: a P2G calls this per stencil node and field, and as a call it cost
     // mpm99 a tenth of its CPU time.
     #[inline(always)]
@@ -219,23 +231,11 @@ impl<'l, 'v, 'a, T: Elem, const D: usize, const PATH: u8> PrivateView<'l, 'v, 'a
     pub fn place<I: FieldIndex<D>>(&self, index: I) -> Placed<I, D> {
         self.local.place(index)
     }
+}
 
-    #[inline(always)]
-    pub fn atomic_add(&self, index: impl FieldIndex<D>, value: T)
-    where
-        T: AtomicAdd,
-    {
-        self.add(index, value, false);
-    }
-
-    #[inline(always)]
-    pub fn atomic_sub(&self, index: impl FieldIndex<D>, value: T)
-    where
-        T: AtomicAdd,
-    {
-        self.add(index, value, true);
-    }
-
+impl<T: Elem, const D: usize, const PATH: u8> AddView<T, D>
+    for PrivateView<'_, '_, '_, T, D, PATH>
+{
     #[inline(always)]
     fn add(&self, index: impl FieldIndex<D>, value: T, subtract: bool)
     where

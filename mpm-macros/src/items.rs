@@ -126,6 +126,8 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
     // copies are made once per batch; `continue` at the invocation's level goes to the next.
     let worker = quote! {
         |__worker, #copies __batch: &[_]| {
+            #[allow(unused_imports)]
+            use ::mpm_core::scatter::AddView as _;
             let (#(#used,)*) = __worker;
             #batch
         }
@@ -154,6 +156,8 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident]) -> TokenStream {
             quote! {
                 ::mpm_core::bins::par_bins(&#grid, &#order, &#starts, #block, #init,
                     |__worker, __block, __batch: &[u32]| {
+                        #[allow(unused_imports)]
+                        use ::mpm_core::scatter::AddView as _;
                         let (#(#used,)*) = __worker;
                         #(let #used = #used.access();)*
                         #(let #adds = ::mpm_core::bins::BinView::new(&#adds, __block);)*
