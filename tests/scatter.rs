@@ -7,6 +7,8 @@ use mpm::core::Backend;
 use mpm::glam::{UVec3, Vec2};
 use mpm::{kernel, BackendRef, CpuBackend, Field};
 
+mod common;
+
 /// Many particles add into few cells: the order of the additions changes the last bits.
 #[kernel]
 fn splat(grid: &mut Field<f32>, hits: &mut Field<i32>, n: u32, cells: u32, seed: u32) {
@@ -378,11 +380,25 @@ fn store_runs(a: &mut Field<f32, 2>, b: &mut Field<Vec2, 2>, c: &mut Field<f32, 
 /// `store_runs` gives what the statements say one by one, with `b` and `c` dense (the
 /// `DENSE` path, which does not place), on one tree (the `CACHED` path: `c` takes `b`'s
 /// elements, `a` finds its own) and on a tree without the quick walk (`ANY`); and a run
-/// that leaves the grid names the run's first field.
+/// that leaves the grid names the run's first field. On the CPU and on Vulkan (whose
+/// lowering finds a run's element once too), with float atomics and without.
 #[test]
 fn runs_of_stores_at_one_index_store_what_each_statement_says() {
+    let cpu: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
+    let mut backends = vec![("cpu", &cpu)];
+    if let Some(b) = common::backends() {
+        backends.extend(b.gpus(true));
+    }
+    for (name, be) in backends {
+        check_store_runs(be, name);
+    }
+    if let Some(b) = common::backends() {
+        b.check_validation();
+    }
+}
+
+fn check_store_runs(be: &BackendRef, backend: &str) {
     use mpm::Layout;
-    let be: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
     // `b` and `c` dense, or on the tree a function makes.
     type Storage = Option<fn() -> Layout<2>>;
     let layouts: [(&str, Storage); 3] = [
@@ -404,13 +420,14 @@ fn runs_of_stores_at_one_index_store_what_each_statement_says() {
             }),
         ),
     ];
-    for (name, layout) in layouts {
+    for (layout_name, layout) in layouts {
+        let name = format!("{backend}, {layout_name}");
         let run = |n: i32| -> mpm::core::Result<(Vec<f32>, Vec<Vec2>, Vec<f32>)> {
-            let mut a = Field::<f32, 2>::new(&be, [16, 32])?;
+            let mut a = Field::<f32, 2>::new(be, [16, 32])?;
             let (_tree, mut b, mut c) = match layout {
-                None => (None, Field::new(&be, [16, 32])?, Field::new(&be, [16, 32])?),
+                None => (None, Field::new(be, [16, 32])?, Field::new(be, [16, 32])?),
                 Some(layout) => {
-                    let tree = mpm::Tree::new(&be, layout())?;
+                    let tree = mpm::Tree::new(be, layout())?;
                     let (b, c) = (Field::place(&tree)?, Field::place(&tree)?);
                     (Some(tree), b, c)
                 }
@@ -418,7 +435,7 @@ fn runs_of_stores_at_one_index_store_what_each_statement_says() {
             store_runs(&mut a, &mut b, &mut c, n)?;
             Ok((a.download()?, b.download()?, c.download()?))
         };
-        let (a, b, c) = run(256).expect(name);
+        let (a, b, c) = run(256).expect(&name);
         for y in 0..16 {
             for x in 0..16 {
                 let (cell, moved) = ((x * 32 + y) as usize, (x * 32 + y + 16) as usize);

@@ -681,6 +681,28 @@ pub fn deactivate<T: Elem, const D: usize>(f: FieldRef<T, D>, index: impl FieldI
 }
 
 /// `field[index] = value`.
+/// A field index held in a fresh local (see [`hold_index`]).
+#[derive(Clone, Copy)]
+pub struct HeldIndex(ExprId);
+impl<const D: usize> FieldIndex<D> for HeldIndex {
+    fn index_expr(self) -> ExprId {
+        self.0
+    }
+}
+
+/// `index` held in a local before a store's value runs statements: the IR reads a variable
+/// where it is used, so the store of `f[at] = { at += d; .. }` would go where the block
+/// moved `at`; held, it goes where `at` was, as on the CPU, which computes the index first.
+pub fn hold_index<T, const D: usize>(_f: FieldRef<T, D>, index: impl FieldIndex<D>) -> HeldIndex {
+    let id = index.index_expr();
+    let var = new_var("index", expr_ty(id));
+    push_stmt(Stmt::Let {
+        var,
+        init: Some(id),
+    });
+    HeldIndex(push_expr(ExprKind::Var(var), expr_ty(id)))
+}
+
 pub fn store<T: Elem, const D: usize, A: IntoExpr<T>>(
     f: FieldRef<T, D>,
     index: impl FieldIndex<D>,

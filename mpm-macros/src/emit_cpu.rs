@@ -6,7 +6,9 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use crate::checked::{Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store};
+use crate::checked::{
+    every_node, runs_statements, Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store,
+};
 
 /// The statements of a body and its value, without braces.
 pub fn stmts(b: &Body) -> TokenStream {
@@ -109,46 +111,6 @@ fn index_without_effects(e: &Expr) -> bool {
         | Expr::Block(_) => false,
         _ => true,
     })
-}
-
-/// Whether an expression holds statements (a block, or an `if` with a value), which may
-/// assign locals.
-fn runs_statements(e: &Expr) -> bool {
-    !every_node(e, &|n| !matches!(n, Expr::IfValue { .. } | Expr::Block(_)))
-}
-
-/// Whether `ok` holds for `e` and every expression in it, down to blocks and `if`s with a
-/// value, whose statements are not visited (`ok` must reject those nodes themselves).
-fn every_node(e: &Expr, ok: &dyn Fn(&Expr) -> bool) -> bool {
-    let all = |xs: &[Expr]| xs.iter().all(|x| every_node(x, ok));
-    ok(e)
-        && match e {
-            Expr::Lit(_)
-            | Expr::NegLit(_)
-            | Expr::Local(_)
-            | Expr::Const(_)
-            | Expr::IfValue { .. }
-            | Expr::Block(_) => true,
-            Expr::Paren(x)
-            | Expr::Neg(x)
-            | Expr::Not(x)
-            | Expr::Member(x, ..)
-            | Expr::Repeat(x, _)
-            | Expr::Cast { value: x, .. }
-            | Expr::Load { index: x, .. }
-            | Expr::SharedLoad { index: x, .. }
-            | Expr::Activity { index: x, .. } => every_node(x, ok),
-            Expr::Binary { left, right, .. } => every_node(left, ok) && every_node(right, ok),
-            Expr::Index(a, b)
-            | Expr::FetchAdd {
-                index: a, value: b, ..
-            } => every_node(a, ok) && every_node(b, ok),
-            Expr::Call { args, .. }
-            | Expr::Method { args, .. }
-            | Expr::Associated { args, .. }
-            | Expr::Array(args)
-            | Expr::Tuple(args) => all(args),
-        }
 }
 
 fn block(b: &Body) -> TokenStream {

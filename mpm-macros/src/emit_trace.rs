@@ -5,7 +5,9 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use crate::checked::{Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store};
+use crate::checked::{
+    runs_statements, Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store,
+};
 
 /// The trace printer; `in_func` for a func's body, whose traced form lives one module down.
 pub struct Trace {
@@ -89,17 +91,20 @@ impl Trace {
                 value,
                 span,
             } => {
+                let holds = runs_statements(value);
                 let (index, value) = (self.expr(index), self.expr(value));
-                match op {
-                    Store::Set => {
-                        quote_spanned!(*span=> ::mpm_core::trace::store(#field, #index, #value);)
-                    }
-                    Store::Add => {
-                        quote_spanned!(*span=> ::mpm_core::trace::atomic_add(#field, #index, #value);)
-                    }
-                    Store::Sub => {
-                        quote_spanned!(*span=> ::mpm_core::trace::atomic_sub(#field, #index, #value);)
-                    }
+                let f = match op {
+                    Store::Set => quote_spanned!(*span=> store),
+                    Store::Add => quote_spanned!(*span=> atomic_add),
+                    Store::Sub => quote_spanned!(*span=> atomic_sub),
+                };
+                // The index before the value's statements (see `trace::hold_index`).
+                match holds {
+                    true => quote_spanned!(*span=> {
+                        let __index = ::mpm_core::trace::hold_index(#field, #index);
+                        ::mpm_core::trace::#f(#field, __index, #value);
+                    }),
+                    false => quote_spanned!(*span=> ::mpm_core::trace::#f(#field, #index, #value);),
                 }
             }
             Stmt::Shared { name, fill, len } => {
