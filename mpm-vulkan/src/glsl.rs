@@ -473,6 +473,13 @@ enum FieldOp {
     Touch,
     /// `deactivate` (a bounds check only on dense fields).
     Deactivate,
+    /// The element a run of stores at one index writes (see [`Printer::stores_at_one_index`]):
+    /// found, or activated, as a store finds it.
+    Place,
+    /// A store into the element whose first word is given (a run's stores).
+    StoreAt,
+    /// An add into the element whose first word is given (a run's adds).
+    AddAt,
 }
 
 /// A complete shader: sections printed in order by `Display`.
@@ -1060,9 +1067,111 @@ impl<'k> Printer<'k> {
     }
 
     fn block(&mut self, b: &Block, depth: usize, out: &mut String) {
-        for s in b {
-            self.stmt(s, depth, out);
+        let mut k = 0;
+        while k < b.len() {
+            let run = self.store_run(&b[k..]);
+            if run > 1 {
+                self.stores_at_one_index(&b[k..k + run], depth, out);
+                k += run;
+            } else {
+                self.stmt(&b[k], depth, out);
+                k += 1;
+            }
         }
+    }
+
+    /// The field, index and value of a `field[index] = value` or `+= value`.
+    fn store_parts(s: &Stmt) -> Option<(u32, ExprId, ExprId)> {
+        match s {
+            Stmt::Store {
+                field,
+                index,
+                value,
+            }
+            | Stmt::AtomicAdd {
+                field,
+                index,
+                value,
+            } => Some((*field, *index, *value)),
+            _ => None,
+        }
+    }
+
+    /// How many statements from the first of `b` store (`=` or `+=`) at one index into
+    /// fields numbered alike (on one tree, or dense of one shape): the run whose element
+    /// [`Printer::stores_at_one_index`] finds once. The index reads no field, so that the
+    /// run's own stores cannot change it.
+    fn store_run(&mut self, b: &[Stmt]) -> usize {
+        let Some((first, index, _)) = b.first().and_then(Self::store_parts) else {
+            return 0;
+        };
+        if self.reads_memory(index) {
+            return 1;
+        }
+        let at = self.expr(index);
+        let elements = |e: &Self, k: u32| match e.opts.tree(k as usize) {
+            Some((t, _)) => (Some(t), Vec::new()),
+            None => (None, e.opts.shapes[k as usize].clone()),
+        };
+        let numbering = elements(self, first);
+        let mut run = 1;
+        while let Some((field, i, _)) = b.get(run).and_then(Self::store_parts) {
+            if elements(self, field) != numbering || self.expr(i) != at {
+                break;
+            }
+            run += 1;
+        }
+        run
+    }
+
+    /// Whether evaluating `id` reads a field or shared memory.
+    fn reads_memory(&self, id: ExprId) -> bool {
+        let reads = |e: ExprId| self.reads_memory(e);
+        match &self.k.expr(id).kind {
+            ExprKind::Load { .. } | ExprKind::IsActive { .. } | ExprKind::SharedLoad { .. } => true,
+            ExprKind::Lit(_) | ExprKind::Var(_) | ExprKind::Scalar(_) | ExprKind::Extent { .. } => {
+                false
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Member(a, _) => reads(*a),
+            ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => reads(*a) || reads(*b),
+            ExprKind::Select(a, b, c) => reads(*a) || reads(*b) || reads(*c),
+            ExprKind::Builtin(_, args) | ExprKind::Call(_, args) | ExprKind::Construct(args) => {
+                args.iter().any(|a| reads(*a))
+            }
+        }
+    }
+
+    /// A run of stores at one index (see [`Printer::store_run`]): the element is found once,
+    /// by the first field's bounds check and tree walk (activating a sparse path, raising
+    /// the flags a store raises), and each store writes its words there. A P2G's
+    /// `grid_v[i] += ..; grid_m[i] += ..;` walks the tree once instead of twice.
+    fn stores_at_one_index(&mut self, run: &[Stmt], d: usize, out: &mut String) {
+        let ind = indent(d);
+        let Some((first, index, _)) = run.first().and_then(Self::store_parts) else {
+            return;
+        };
+        self.field_ops.insert((first, FieldOp::Place));
+        let i = self.field_index(index);
+        writeln!(
+            out,
+            "{ind}{{\n{ind}    uint mpm_e;\n{ind}    if (f{first}_place({i}, mpm_e)) {{"
+        )
+        .unwrap();
+        for s in run {
+            let Some((field, _, value)) = Self::store_parts(s) else {
+                continue;
+            };
+            let (op, name) = match s {
+                Stmt::Store { .. } => (FieldOp::StoreAt, "store_at"),
+                _ => (FieldOp::AddAt, "add_at"),
+            };
+            self.field_ops.insert((field, op));
+            let words = self.k.fields[field as usize].elem.words();
+            let v = self.expr(value);
+            writeln!(out, "{ind}        f{field}_{name}(mpm_e * {words}u, {v});").unwrap();
+        }
+        writeln!(out, "{ind}    }}\n{ind}}}").unwrap();
+        self.fenced = false;
     }
 
     fn stmt(&mut self, s: &Stmt, d: usize, out: &mut String) {
@@ -1556,6 +1665,16 @@ impl<'k> Printer<'k> {
                 _ => "uvec3(i)",
             };
             let oob = format!("atomicCompSwap(mpm_status.flag, 0u, {}u);", k + 1);
+            // In a frozen tree a write that finds its cell inactive is an error.
+            let missed = |t: usize| {
+                match self.opts.frozen.get(t).copied().unwrap_or(false) {
+                true => format!(
+                    "{{\n        if (act) atomicCompSwap(mpm_status.flag, 0u, {}u);\n        return false;\n    }}",
+                    (k + 1) | abi::INACTIVE_WRITE
+                ),
+                false => "return false;".to_string(),
+            }
+            };
             match tree {
                 None => writeln!(
                     out,
@@ -1566,14 +1685,7 @@ impl<'k> Printer<'k> {
                 )
                 .unwrap(),
                 Some(t) => {
-                    // In a frozen tree a write that finds its cell inactive is an error.
-                    let missed = match self.opts.frozen.get(t).copied().unwrap_or(false) {
-                        true => format!(
-                            "{{\n        if (act) atomicCompSwap(mpm_status.flag, 0u, {}u);\n        return false;\n    }}",
-                            (k + 1) | abi::INACTIVE_WRITE
-                        ),
-                        false => "return false;".to_string(),
-                    };
+                    let missed = missed(t);
                     writeln!(
                         out,
                         "// `{}` on tree {t}\nbool f{k}_at({idx_ty} i, bool act, out uint b) {{\n    b = 0u;\n    \
@@ -1601,7 +1713,7 @@ impl<'k> Printer<'k> {
                 .filter(|(g, _)| *g == k)
                 .map(|(_, o)| *o)
                 .collect();
-            for op in ops {
+            for &op in &ops {
                 match op {
                     FieldOp::Active => match tree {
                         None => writeln!(
@@ -1636,6 +1748,21 @@ impl<'k> Printer<'k> {
                         )
                         .unwrap(),
                     },
+                    FieldOp::Place => {
+                        let find = match tree {
+                            None => format!("e = {lin};\n    return true;"),
+                            Some(t) => format!(
+                                "const bool act = true;\n    if (!t{t}_locate({coords}, act, e)) {missed}\n    return true;",
+                                missed = missed(t),
+                            ),
+                        };
+                        writeln!(
+                            out,
+                            "bool f{k}_place({idx_ty} i, out uint e) {{\n    e = 0u;\n    if ({cond}) {{\n        \
+                             {oob}\n        return false;\n    }}\n    {find}\n}}"
+                        )
+                        .unwrap();
+                    }
                     FieldOp::Load => {
                         let words: Vec<String> = (0..w)
                             .map(|j| from_word(sc, &format!("f{k}.d[b + {j}u]")))
@@ -1648,9 +1775,12 @@ impl<'k> Printer<'k> {
                         )
                         .unwrap();
                     }
-                    FieldOp::Store => {
-                        writeln!(out, "void f{k}_store({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return;")
-                            .unwrap();
+                    FieldOp::Store | FieldOp::StoreAt => {
+                        match op {
+                            FieldOp::Store => writeln!(out, "void f{k}_store({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return;"),
+                            _ => writeln!(out, "void f{k}_store_at(uint b, {et} v) {{"),
+                        }
+                        .unwrap();
                         for j in 0..w {
                             let word = to_word(sc, &comp(j));
                             writeln!(out, "    f{k}.d[b + {j}u] = {word};").unwrap();
@@ -1678,12 +1808,14 @@ impl<'k> Printer<'k> {
                         )
                         .unwrap();
                     }
-                    FieldOp::Add => {
+                    FieldOp::Add | FieldOp::AddAt => {
                         let float_view = self.float_views[k as usize];
                         if sc == Scalar::F32 && float_view {
                             self.extensions.insert("GL_EXT_shader_atomic_float");
                         }
-                        if sc == Scalar::F32 && !float_view {
+                        // Once for the field's adds of both kinds.
+                        let first_add = op == FieldOp::Add || !ops.contains(&FieldOp::Add);
+                        if sc == Scalar::F32 && !float_view && first_add {
                             writeln!(
                                 out,
                                 "void f{k}_cas_add(uint j, float x) {{\n    uint old = f{k}.d[j];\n    for (;;) {{\n        \
@@ -1692,8 +1824,11 @@ impl<'k> Printer<'k> {
                             )
                             .unwrap();
                         }
-                        writeln!(out, "void f{k}_add({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return;")
-                            .unwrap();
+                        match op {
+                            FieldOp::Add => writeln!(out, "void f{k}_add({idx_ty} i, {et} v) {{\n    uint b;\n    if (!{at_write}) return;"),
+                            _ => writeln!(out, "void f{k}_add_at(uint b, {et} v) {{"),
+                        }
+                        .unwrap();
                         // Aggregated (see `GlslOptions::aggregate_adds`): each pass takes
                         // the invocations that add into the first one's element; they sum
                         // their values and the elected one adds the sum, the others leave.
