@@ -680,7 +680,6 @@ pub fn deactivate<T: Elem, const D: usize>(f: FieldRef<T, D>, index: impl FieldI
     push_stmt(Stmt::Deactivate { field: f.n, index });
 }
 
-/// `field[index] = value`.
 /// A field index held in a fresh local (see [`hold_index`]).
 #[derive(Clone, Copy)]
 pub struct HeldIndex(ExprId);
@@ -695,14 +694,16 @@ impl<const D: usize> FieldIndex<D> for HeldIndex {
 /// moved `at`; held, it goes where `at` was, as on the CPU, which computes the index first.
 pub fn hold_index<T, const D: usize>(_f: FieldRef<T, D>, index: impl FieldIndex<D>) -> HeldIndex {
     let id = index.index_expr();
-    let var = new_var("index", expr_ty(id));
+    let ty = expr_ty(id);
+    let var = new_var("index", ty.clone());
     push_stmt(Stmt::Let {
         var,
         init: Some(id),
     });
-    HeldIndex(push_expr(ExprKind::Var(var), expr_ty(id)))
+    HeldIndex(push_expr(ExprKind::Var(var), ty))
 }
 
+/// `field[index] = value`.
 pub fn store<T: Elem, const D: usize, A: IntoExpr<T>>(
     f: FieldRef<T, D>,
     index: impl FieldIndex<D>,
