@@ -271,6 +271,24 @@ pub fn runs_statements(e: &Expr) -> bool {
     !every_node(e, &|n| !matches!(n, Expr::IfValue { .. } | Expr::Block(_)))
 }
 
+/// Whether an expression's value is fixed by its text (literals, constants and operations
+/// on them): it reads no local, field or shared array, so evaluating it earlier or later
+/// gives the same value.
+pub fn is_constant(e: &Expr) -> bool {
+    every_node(e, &|n| {
+        !matches!(
+            n,
+            Expr::Local(_)
+                | Expr::Load { .. }
+                | Expr::SharedLoad { .. }
+                | Expr::Activity { .. }
+                | Expr::FetchAdd { .. }
+                | Expr::IfValue { .. }
+                | Expr::Block(_)
+        )
+    })
+}
+
 /// Whether `ok` holds for `e` and every expression in it, down to blocks and `if`s with a
 /// value, whose statements are not visited (`ok` must reject those nodes themselves).
 pub fn every_node(e: &Expr, ok: &dyn Fn(&Expr) -> bool) -> bool {

@@ -7,7 +7,8 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::checked::{
-    every_node, runs_statements, Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store,
+    every_node, is_constant, runs_statements, Binding, Body, Else, ElseValue, End, Expr, If, Place,
+    Stmt, Store,
 };
 
 /// The statements of a body and its value, without braces.
@@ -154,6 +155,11 @@ pub fn stmt(s: &Stmt) -> TokenStream {
             value,
             span,
         } => {
+            if runs_statements(value) {
+                if let Some(held) = assign_in_order(place, *op, value, *span) {
+                    return held;
+                }
+            }
             let place = place_of(place);
             let value = expr(value);
             match (op, read) {
@@ -323,6 +329,58 @@ fn place_of(p: &Place) -> TokenStream {
             quote!((*::mpm_core::lang::index_mut(&mut #base, #i)))
         }
     }
+}
+
+/// `a[i] = value` or `a[i] op= value` whose value runs statements, evaluated left to right
+/// as Vulkan does: the indices, then the element (for `op=`), then the value, then the
+/// write. Rust's own order (the value before the place) would let the value's statements
+/// move the place, or for `op=` read one element and write another. `None` when no index
+/// reads state, where the usual form is the same.
+fn assign_in_order(
+    place: &Place,
+    op: Option<&'static str>,
+    value: &Expr,
+    span: proc_macro2::Span,
+) -> Option<TokenStream> {
+    fn held(p: &Place, lets: &mut Vec<TokenStream>) -> TokenStream {
+        match p {
+            Place::Local(path) => quote!(#path),
+            Place::Member(base, member, _) => {
+                let base = held(base, lets);
+                quote!((#base).#member)
+            }
+            Place::Index(base, i) => {
+                let base = held(base, lets);
+                let i = match is_constant(i) {
+                    true => expr(i),
+                    false => {
+                        let (name, i) = (format_ident!("__index{}", lets.len()), expr(i));
+                        lets.push(quote!(let #name = #i;));
+                        quote!(#name)
+                    }
+                };
+                quote!((*::mpm_core::lang::index_mut(&mut #base, #i)))
+            }
+        }
+    }
+    let mut lets = Vec::new();
+    let place = held(place, &mut lets);
+    if lets.is_empty() {
+        return None;
+    }
+    let value = expr(value);
+    Some(match op {
+        None => quote_spanned!(span=> { #(#lets)* let __value = #value; #place = __value; }),
+        Some(op) => {
+            let f = format_ident!("{}", op, span = span);
+            quote_spanned!(span=> {
+                #(#lets)*
+                let __read = #place;
+                let __value = #value;
+                #place = ::mpm_core::lang::#f(__read, __value);
+            })
+        }
+    })
 }
 
 /// One expression.

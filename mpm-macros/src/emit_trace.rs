@@ -6,7 +6,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::checked::{
-    runs_statements, Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store,
+    is_constant, runs_statements, Binding, Body, Else, ElseValue, End, Expr, If, Place, Stmt, Store,
 };
 
 /// The trace printer; `in_func` for a func's body, whose traced form lives one module down.
@@ -70,15 +70,22 @@ impl Trace {
                 span,
                 ..
             } => {
-                let place = self.place(place);
+                // Left to right, as on the CPU: the place's indices and (for `op=`) its
+                // value before statements in the value could change them.
+                let holds = runs_statements(value);
+                let place = self.place(place, holds);
                 let value = self.expr(value);
                 match op {
                     None => quote_spanned!(*span=> ::mpm_core::trace::assign(#place, #value);),
                     Some(op) => {
                         let f = format_ident!("{}", op, span = *span);
+                        let read = match holds {
+                            true => quote!(::mpm_core::trace::let_("read", __place.get())),
+                            false => quote!(__place.get()),
+                        };
                         quote!({
                             let __place = #place;
-                            let __value = ::mpm_core::trace::#f(__place.get(), #value);
+                            let __value = ::mpm_core::trace::#f(#read, #value);
                             ::mpm_core::trace::assign(__place, __value);
                         })
                     }
@@ -118,7 +125,7 @@ impl Trace {
                 value,
                 span,
             } => {
-                let (index, value) = (self.expr(index), self.expr(value));
+                let [index, value] = self.in_order([index, value]);
                 let f = match op {
                     Store::Set => quote!(shared_store),
                     Store::Add => quote!(shared_add),
@@ -177,7 +184,11 @@ impl Trace {
         body: &Body,
     ) -> TokenStream {
         let label = var.to_string();
-        let (a, end, body) = (self.expr(start), self.end(end), self.block(body));
+        let a = match end {
+            End::Exclusive(b) | End::Inclusive(b) => self.before(start, &[b]),
+            End::InclusiveLiteral(..) => self.expr(start),
+        };
+        let (end, body) = (self.end(end), self.block(body));
         quote!(::mpm_core::trace::#f(#label, #a, #end, |#var| #body);)
     }
 
@@ -206,23 +217,60 @@ impl Trace {
         quote!(::mpm_core::trace::if_(#cond, || #then, || { #o });)
     }
 
-    fn place(&self, p: &Place) -> TokenStream {
+    /// A place; with `hold`, each index that reads state is held in a local where the place
+    /// stands (see [`Trace::ordered`]).
+    fn place(&self, p: &Place, hold: bool) -> TokenStream {
         match p {
             Place::Local(path) => quote!(::mpm_core::trace::place(#path)),
             Place::Member(base, _, k) => {
-                let base = self.place(base);
+                let base = self.place(base, hold);
                 quote!(::mpm_core::trace::place_member(#base, #k))
             }
             Place::Index(base, i) => {
-                let (base, i) = (self.place(base), self.expr(i));
+                let base = self.place(base, hold);
+                let i = match hold && !is_constant(i) {
+                    true => self.held(i),
+                    false => self.expr(i),
+                };
                 quote!(::mpm_core::trace::place_index(#base, #i))
             }
         }
     }
 
+    /// Operands in the order Rust evaluates them, left to right. A traced read is lazy (it
+    /// reads a local or memory where the statement that uses it stands), so an operand that
+    /// reads state is held in a local when a later one runs statements that could change
+    /// what it reads: `a + { a += 1; a }` adds the old `a`, as the CPU does.
+    fn ordered(&self, xs: &[&Expr]) -> Vec<TokenStream> {
+        (0..xs.len())
+            .map(|k| self.before(xs[k], &xs[k + 1..]))
+            .collect()
+    }
+
+    /// An operand evaluated before `later` ones: held when it reads state that their
+    /// statements could change.
+    fn before(&self, e: &Expr, later: &[&Expr]) -> TokenStream {
+        match !is_constant(e) && later.iter().any(|x| runs_statements(x)) {
+            true => self.held(e),
+            false => self.expr(e),
+        }
+    }
+
+    /// [`Trace::ordered`] for a fixed number of operands.
+    fn in_order<const N: usize>(&self, xs: [&Expr; N]) -> [TokenStream; N] {
+        let mut ordered = self.ordered(&xs).into_iter();
+        std::array::from_fn(|_| ordered.next().unwrap_or_default())
+    }
+
+    /// An expression's value held in a local, read where it stands.
+    fn held(&self, e: &Expr) -> TokenStream {
+        let e = self.expr(e);
+        quote!(::mpm_core::trace::let_("held", #e))
+    }
+
     /// One expression.
     pub fn expr(&self, e: &Expr) -> TokenStream {
-        let all = |xs: &[Expr]| xs.iter().map(|x| self.expr(x)).collect::<Vec<_>>();
+        let all = |xs: &[Expr]| self.ordered(&xs.iter().collect::<Vec<_>>());
         match e {
             Expr::Lit(l) => l.clone(),
             Expr::NegLit(l) => quote!((-#l)),
@@ -251,11 +299,17 @@ impl Trace {
                 span,
                 ..
             } => {
-                let (l, r) = (self.expr(left), self.expr(right));
+                // `&&` and `||` test their left operand before the right one's branch.
                 match (*lazy, *op) {
-                    (true, "and") => quote!(::mpm_core::trace::if_value(#l, || #r, || false)),
-                    (true, "or") => quote!(::mpm_core::trace::if_value(#l, || true, || #r)),
+                    (true, "and") | (true, "or") => {
+                        let (l, r) = (self.expr(left), self.expr(right));
+                        match *op {
+                            "and" => quote!(::mpm_core::trace::if_value(#l, || #r, || false)),
+                            _ => quote!(::mpm_core::trace::if_value(#l, || true, || #r)),
+                        }
+                    }
                     _ => {
+                        let [l, r] = self.in_order([left, right]);
                         let f = format_ident!("{}", op, span = *span);
                         quote_spanned!(*span=> ::mpm_core::trace::#f(#l, #r))
                     }
@@ -266,7 +320,7 @@ impl Trace {
                 quote_spanned!(*span=> ::mpm_core::trace::load(#field, #i))
             }
             Expr::Index(base, i) => {
-                let (base, i) = (self.expr(base), self.expr(i));
+                let [base, i] = self.in_order([base, i]);
                 quote!(::mpm_core::trace::index(#base, #i))
             }
             Expr::SharedLoad { name, index } => {
@@ -316,7 +370,7 @@ impl Trace {
                 value,
                 span,
             } => {
-                let (i, v) = (self.expr(index), self.expr(value));
+                let [i, v] = self.in_order([index, value]);
                 quote_spanned!(*span=> ::mpm_core::trace::fetch_add(#field, #i, #v))
             }
             Expr::Cast { ty, value, span } => {
