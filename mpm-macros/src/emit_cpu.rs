@@ -160,7 +160,7 @@ pub fn stmt(s: &Stmt) -> TokenStream {
                     return held;
                 }
             }
-            let place = place_of(place);
+            let place = place_of(place, None);
             let value = expr(value);
             match (op, read) {
                 (Some(op), Some(read)) => {
@@ -317,15 +317,25 @@ fn if_stmt(i: &If) -> TokenStream {
     }
 }
 
-fn place_of(p: &Place) -> TokenStream {
+/// A place; with `lets`, each index that reads state is bound to a local there first (see
+/// [`assign_in_order`]).
+fn place_of(p: &Place, mut lets: Option<&mut Vec<TokenStream>>) -> TokenStream {
     match p {
         Place::Local(path) => quote!(#path),
         Place::Member(base, member, _) => {
-            let base = place_of(base);
+            let base = place_of(base, lets);
             quote!((#base).#member)
         }
         Place::Index(base, i) => {
-            let (base, i) = (place_of(base), expr(i));
+            let base = place_of(base, lets.as_deref_mut());
+            let i = match lets {
+                Some(lets) if !is_constant(i) => {
+                    let (name, i) = (format_ident!("__index{}", lets.len()), expr(i));
+                    lets.push(quote!(let #name = #i;));
+                    quote!(#name)
+                }
+                _ => expr(i),
+            };
             quote!((*::mpm_core::lang::index_mut(&mut #base, #i)))
         }
     }
@@ -342,29 +352,8 @@ fn assign_in_order(
     value: &Expr,
     span: proc_macro2::Span,
 ) -> Option<TokenStream> {
-    fn held(p: &Place, lets: &mut Vec<TokenStream>) -> TokenStream {
-        match p {
-            Place::Local(path) => quote!(#path),
-            Place::Member(base, member, _) => {
-                let base = held(base, lets);
-                quote!((#base).#member)
-            }
-            Place::Index(base, i) => {
-                let base = held(base, lets);
-                let i = match is_constant(i) {
-                    true => expr(i),
-                    false => {
-                        let (name, i) = (format_ident!("__index{}", lets.len()), expr(i));
-                        lets.push(quote!(let #name = #i;));
-                        quote!(#name)
-                    }
-                };
-                quote!((*::mpm_core::lang::index_mut(&mut #base, #i)))
-            }
-        }
-    }
     let mut lets = Vec::new();
-    let place = held(place, &mut lets);
+    let place = place_of(place, Some(&mut lets));
     if lets.is_empty() {
         return None;
     }

@@ -72,8 +72,8 @@ impl Trace {
             } => {
                 // Left to right, as on the CPU: the place's indices and (for `op=`) its
                 // value before statements in the value could change them.
+                let place = self.place(place, value);
                 let holds = runs_statements(value);
-                let place = self.place(place, holds);
                 let value = self.expr(value);
                 match op {
                     None => quote_spanned!(*span=> ::mpm_core::trace::assign(#place, #value);),
@@ -217,21 +217,18 @@ impl Trace {
         quote!(::mpm_core::trace::if_(#cond, || #then, || { #o });)
     }
 
-    /// A place; with `hold`, each index that reads state is held in a local where the place
-    /// stands (see [`Trace::ordered`]).
-    fn place(&self, p: &Place, hold: bool) -> TokenStream {
+    /// The place an assignment of `value` writes, its indices evaluated before the value
+    /// (see [`Trace::ordered`]).
+    fn place(&self, p: &Place, value: &Expr) -> TokenStream {
         match p {
             Place::Local(path) => quote!(::mpm_core::trace::place(#path)),
             Place::Member(base, _, k) => {
-                let base = self.place(base, hold);
+                let base = self.place(base, value);
                 quote!(::mpm_core::trace::place_member(#base, #k))
             }
             Place::Index(base, i) => {
-                let base = self.place(base, hold);
-                let i = match hold && !is_constant(i) {
-                    true => self.held(i),
-                    false => self.expr(i),
-                };
+                let base = self.place(base, value);
+                let i = self.before(i, &[value]);
                 quote!(::mpm_core::trace::place_index(#base, #i))
             }
         }
@@ -300,16 +297,14 @@ impl Trace {
                 ..
             } => {
                 // `&&` and `||` test their left operand before the right one's branch.
+                let [l, r] = match lazy {
+                    true => [self.expr(left), self.expr(right)],
+                    false => self.in_order([left, right]),
+                };
                 match (*lazy, *op) {
-                    (true, "and") | (true, "or") => {
-                        let (l, r) = (self.expr(left), self.expr(right));
-                        match *op {
-                            "and" => quote!(::mpm_core::trace::if_value(#l, || #r, || false)),
-                            _ => quote!(::mpm_core::trace::if_value(#l, || true, || #r)),
-                        }
-                    }
+                    (true, "and") => quote!(::mpm_core::trace::if_value(#l, || #r, || false)),
+                    (true, "or") => quote!(::mpm_core::trace::if_value(#l, || true, || #r)),
                     _ => {
-                        let [l, r] = self.in_order([left, right]);
                         let f = format_ident!("{}", op, span = *span);
                         quote_spanned!(*span=> ::mpm_core::trace::#f(#l, #r))
                     }
