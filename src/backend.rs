@@ -31,9 +31,11 @@ impl std::str::FromStr for Choice {
     }
 }
 
-/// The CPU backend.
+/// The CPU backend on all cores; called from a program's main thread, that thread is one
+/// of them (see [`CpuBackend::on_main_thread`]).
 pub fn cpu() -> BackendRef {
-    Arc::new(CpuBackend::new())
+    // Without a thread count the fallback is the global pool, which cannot fail.
+    Arc::new(CpuBackend::on_main_thread(None).unwrap_or_default())
 }
 
 /// The Vulkan backend (device and switches from `MPM_VK_*` variables).

@@ -85,14 +85,13 @@ fn backend_for(
     let choice = backend::choice(flag)?;
     let cpu = |threads: Option<usize>| -> Result<BackendRef, AnyError> {
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let cpu = match (threads, placement.ranks_on_machine) {
-            (Some(n), _) => mpm_cpu::CpuBackend::with_threads(thread_count(n)?)?,
+        let threads = match (threads, placement.ranks_on_machine) {
+            (Some(n), _) => Some(thread_count(n)?),
             // Ranks on one machine share its cores rather than each taking all of them.
-            (None, ranks) if ranks > 1 => {
-                mpm_cpu::CpuBackend::with_threads((cores / ranks).max(1))?
-            }
-            (None, _) => mpm_cpu::CpuBackend::new(),
+            (None, ranks) if ranks > 1 => Some((cores / ranks).max(1)),
+            (None, _) => None,
         };
+        let cpu = mpm_cpu::CpuBackend::on_main_thread(threads)?;
         Ok(Arc::new(cpu))
     };
     let options = || {

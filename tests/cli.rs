@@ -239,6 +239,63 @@ fn resuming_past_the_end_is_an_error() {
     }
 }
 
+/// `mpm run` launches its kernels from its main thread, which becomes one of the global
+/// pool's threads (`CpuBackend::on_main_thread`: no hand-over and no wake-up per launch).
+/// The run gives the bits of the same run on a pool of its own of as many threads (here, in
+/// this test's thread, which is not a program's main thread), and the backend says so.
+#[test]
+fn the_main_thread_among_the_workers_gives_the_same_bits() {
+    let dir = Scratch::new("cli", "main-thread-pool");
+    let source = std::fs::read_to_string(repo("scenes/dam_break.toml")).expect("scene");
+    let scene = match source.contains("[output]") {
+        true => source.replacen("[output]", "[output]\ncheckpoint_every = 1", 1),
+        false => format!("{source}\n[output]\ncheckpoint_every = 1\n"),
+    };
+    let path = dir.join("scene.toml");
+    std::fs::write(&path, scene).expect("write");
+    let (ours, theirs) = (dir.join("main"), dir.join("pool"));
+    let o = mpm(&[
+        "run",
+        path.to_str().expect("utf-8"),
+        "--backend",
+        "cpu",
+        "--threads",
+        "2",
+        "--frames",
+        "3",
+        "--out",
+        ours.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("cpu (2 threads"), "{}", text(&o));
+    mpm::commands::run(&mpm::commands::RunOptions {
+        scene: Some(path.clone()),
+        backend: Some(mpm::backend::Choice::Cpu),
+        frames: Some(3),
+        out: Some(theirs.clone()),
+        resume: None,
+        threads: Some(2),
+        view: false,
+        energy: false,
+        rebalance_every: 10,
+    })
+    .unwrap_or_else(|e| panic!("the in-process run failed: {e}"));
+    let read = |d: &Path| std::fs::read(mpm::commands::checkpoint_path(d)).expect("checkpoint");
+    let (a, b) = (read(&ours), read(&theirs));
+    assert!(a.len() > 1000, "a checkpoint of {} bytes", a.len());
+    assert!(
+        a == b,
+        "the main thread's pool and a pool of its own differ"
+    );
+    // Off the main thread it is a pool of its own, of the size asked.
+    let own = mpm::CpuBackend::on_main_thread(Some(3)).expect("a pool of 3 threads");
+    assert!(
+        mpm::Backend::describe(&own).contains("3 threads"),
+        "{}",
+        mpm::Backend::describe(&own)
+    );
+}
+
 #[test]
 fn bench_prints_a_table() {
     let o = mpm(&[

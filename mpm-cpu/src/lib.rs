@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use mpm_core::backend::{Buffer, LaunchArgs, LaunchReport, LoopTiming};
@@ -29,7 +29,8 @@ impl Buffer for HostBuffer {
     }
 }
 
-/// Runs kernels on all cores with rayon, or on a pool of its own.
+/// Runs kernels on all cores with rayon (from a program's main thread, see
+/// [`CpuBackend::on_main_thread`]), or on a pool of its own.
 #[derive(Default)]
 pub struct CpuBackend {
     /// Per kernel (module, name) and loop index: static keys, so a launch allocates nothing
@@ -135,6 +136,48 @@ impl CpuBackend {
         Self::default()
     }
 
+    /// A backend for a program that launches its kernels from its main thread: rayon's
+    /// global pool is built with `threads` threads (rayon's default for `None`), the main
+    /// thread one of them, so that a launch starts on the calling thread at once and its
+    /// end wakes no one. From outside the pool a launch hands its work to a sleeping worker
+    /// and sleeps until it is done, and on a virtual machine a wake-up takes tens of
+    /// microseconds: on this project's 2-core machine a launch of two small loops took
+    /// 36-45 us that way and 20-27 us from the pool's own thread, and mpm99's first loop
+    /// (which carries a launch's start) 41 -> 32 us.
+    ///
+    /// Anywhere else it is [`CpuBackend::new`] (`None`) or [`CpuBackend::with_threads`]:
+    /// off the main thread (a test's, say), where the global pool was started before or
+    /// built here for another size, and for one thread (a pool of the main thread alone
+    /// would never run work handed to it from other threads). The main thread stays in the
+    /// global pool for the rest of the process; rayon work from other threads goes to the
+    /// pool's other workers.
+    pub fn on_main_thread(threads: Option<usize>) -> Result<Self> {
+        /// The size of the global pool this function built, 0 if it could not.
+        static BUILT: OnceLock<usize> = OnceLock::new();
+        let wanted = threads.unwrap_or_else(default_threads);
+        let main = std::thread::current().name() == Some("main");
+        let built = main.then(|| {
+            *BUILT.get_or_init(|| {
+                let ok = wanted >= 2
+                    && rayon::ThreadPoolBuilder::new()
+                        .num_threads(wanted)
+                        .use_current_thread()
+                        .build_global()
+                        .is_ok();
+                if ok {
+                    wanted
+                } else {
+                    0
+                }
+            })
+        });
+        match threads {
+            _ if built == Some(wanted) && wanted >= 2 => Ok(Self::new()),
+            Some(n) => Self::with_threads(n),
+            None => Ok(Self::new()),
+        }
+    }
+
     /// The trace error of `kernel` (qualified name `name`), if tracing it fails (traced once
     /// per kernel).
     fn check_trace(&self, kernel: &KernelDesc, name: &str) -> Result<()> {
@@ -190,7 +233,8 @@ impl CpuBackend {
     /// worker, which takes part in them: from outside the pool each loop hands its job over
     /// and sleeps until the last batch is done, a wake-up per loop (`mpm bench`, three
     /// alternating rounds: mpm99 1.25-1.35 -> 1.04-1.13 ms a substep, mpm88 0.79-0.84 ->
-    /// 0.68-0.81, the solver's dam break 1.25-1.84 -> 1.05-1.15).
+    /// 0.68-0.81, the solver's dam break 1.25-1.84 -> 1.05-1.15). A thread of the pool
+    /// (the main thread after [`CpuBackend::on_main_thread`]) runs `f` itself.
     fn run(&self, f: impl FnOnce() + Send) {
         match &self.pool {
             Some(p) => p.install(f),
@@ -204,6 +248,16 @@ impl CpuBackend {
             None => rayon::current_num_threads(),
         }
     }
+}
+
+/// The size rayon gives its global pool by default: `RAYON_NUM_THREADS` when it is a
+/// positive number, else the machine's parallelism.
+fn default_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn host_buffer(b: &dyn Buffer) -> Result<&HostBuffer> {
