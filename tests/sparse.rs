@@ -719,7 +719,7 @@ fn mpm99_on_sparse_grids_is_bitwise_the_dense_result() {
             (
                 sim.x.download().expect("x"),
                 sim.v.download().expect("v"),
-                sim.grid.as_ref().map(|t| t.memory().expect("memory")),
+                sim.grid.tree.as_ref().map(|t| t.memory().expect("memory")),
             )
         })
     };

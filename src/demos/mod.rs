@@ -38,7 +38,7 @@ impl Demo for mpm99::Mpm99 {
         Ok((self.x.download()?, self.material.download()?))
     }
     fn memory(&self) -> (usize, usize) {
-        let grid = self.grid_v.bytes() + self.grid_m.bytes();
+        let grid = self.grid.bytes() + self.next.bytes();
         let particles = self.x.bytes()
             + self.v.bytes()
             + self.c.bytes()
