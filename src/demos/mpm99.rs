@@ -108,10 +108,9 @@ pub fn particle_update(
 /// 2020, "A massively parallel and scalable multi-GPU material point method"): each particle
 /// gathers its new velocity from `grid`, moves, and at once scatters into `next` for the
 /// following substep, so that a substep reads the particles once and runs two loops instead
-/// of four. `'clear'` and `'p2g'` start it (the first substep's scatter, into `grid`); each
-/// substep then runs `'grid_update'` through `'g2p2g'`, and the host swaps `grid` and `next`.
-/// The particle sequence is Taichi's; between substeps `f` and `jp` are already those of the
-/// next one's scatter.
+/// of four; the host then swaps `grid` and `next`. The first launch only scatters
+/// (`gather` false: `grid` holds no scatter yet). The particle sequence is Taichi's; between
+/// substeps `f` and `jp` are already those of the next one's scatter.
 #[kernel]
 pub fn substep(
     x: &mut Field<Vec2>,
@@ -124,6 +123,7 @@ pub fn substep(
     grid_m: &mut Field<f32, 2>,
     next_v: &mut Field<Vec2, 2>,
     next_m: &mut Field<f32, 2>,
+    gather: bool,
     n_grid: i32,
     dt: f32,
     dx: f32,
@@ -134,42 +134,6 @@ pub fn substep(
     lambda_0: f32,
     gravity: f32,
 ) {
-    // On a sparse grid only active cells are cleared (the host deactivates a grid's tree
-    // before it is scattered into).
-    'clear: for cell in grid_m.active() {
-        grid_v[cell] = Vec2::ZERO;
-        grid_m[cell] = 0.0;
-    }
-    'p2g: for p in x.indices() {
-        // The solver's quadratic stencil: weights per axis in `wx`, `wy`.
-        let (base, fx, w) = stencil(x[p] * inv_dx, 3);
-        let wx = w[0];
-        let wy = w[1];
-        let (fp, jp_new, affine) = particle_update(
-            f[p],
-            c[p],
-            jp[p],
-            material[p],
-            dt,
-            inv_dx,
-            p_vol,
-            p_mass,
-            mu_0,
-            lambda_0,
-        );
-        f[p] = fp;
-        jp[p] = jp_new;
-        let momentum = p_mass * v[p];
-        for i in 0..3 {
-            for jj in 0..3 {
-                let offset = IVec2::new(i, jj);
-                let dpos = (offset.as_vec2() - fx) * dx;
-                let weight = wx[i] * wy[jj];
-                grid_v[base + offset] += weight * (momentum + affine * dpos);
-                grid_m[base + offset] += weight * p_mass;
-            }
-        }
-    }
     // Also clears `next` for the scatter that follows: every cell on a dense grid; on a
     // sparse one none, as the host emptied its tree (new blocks come zeroed), which spares
     // a loop of its own (lavapipe: 0.13 ms of mpm99's substep).
@@ -198,32 +162,40 @@ pub fn substep(
         }
     }
     'g2p2g: for p in x.indices() {
-        let (base, fx, w) = stencil(x[p] * inv_dx, 3);
-        let wx = w[0];
-        let wy = w[1];
-        let mut new_v = Vec2::ZERO;
-        let mut new_c = Mat2::ZERO;
-        for i in 0..3 {
-            for jj in 0..3 {
-                let offset = IVec2::new(i, jj);
-                let dpos = offset.as_vec2() - fx;
-                let g_v = grid_v[base + offset];
-                let weight = wx[i] * wy[jj];
-                new_v += weight * g_v;
-                new_c += (4.0 * inv_dx * weight) * outer(g_v, dpos);
+        let mut xp = x[p];
+        let mut vp = v[p];
+        let mut cp = c[p];
+        if gather {
+            let (base, fx, w) = stencil(xp * inv_dx, 3);
+            let wx = w[0];
+            let wy = w[1];
+            let mut new_v = Vec2::ZERO;
+            let mut new_c = Mat2::ZERO;
+            for i in 0..3 {
+                for jj in 0..3 {
+                    let offset = IVec2::new(i, jj);
+                    let dpos = offset.as_vec2() - fx;
+                    let g_v = grid_v[base + offset];
+                    let weight = wx[i] * wy[jj];
+                    new_v += weight * g_v;
+                    new_c += (4.0 * inv_dx * weight) * outer(g_v, dpos);
+                }
             }
+            xp += dt * new_v;
+            vp = new_v;
+            cp = new_c;
+            v[p] = vp;
+            c[p] = cp;
+            x[p] = xp;
         }
-        let new_x = x[p] + dt * new_v;
-        v[p] = new_v;
-        c[p] = new_c;
-        x[p] = new_x;
-        // The next substep's scatter, from the state just gathered.
-        let (base, fx, w) = stencil(new_x * inv_dx, 3);
+        // The next substep's scatter, from the state just gathered. The solver's quadratic
+        // stencil: weights per axis in `wx`, `wy`.
+        let (base, fx, w) = stencil(xp * inv_dx, 3);
         let wx = w[0];
         let wy = w[1];
         let (fp, jp_new, affine) = particle_update(
             f[p],
-            new_c,
+            cp,
             jp[p],
             material[p],
             dt,
@@ -235,7 +207,7 @@ pub fn substep(
         );
         f[p] = fp;
         jp[p] = jp_new;
-        let momentum = p_mass * new_v;
+        let momentum = p_mass * vp;
         for i in 0..3 {
             for jj in 0..3 {
                 let offset = IVec2::new(i, jj);
@@ -265,7 +237,7 @@ pub struct Mpm99 {
     pub grid: Grid,
     /// The grid it scatters into for the substep after.
     pub next: Grid,
-    /// Whether `grid` holds the particles' scatter (the first substep makes it).
+    /// Whether `grid` holds the particles' scatter (the first substep makes it first).
     primed: bool,
 }
 
@@ -372,23 +344,22 @@ impl Mpm99 {
         })
     }
 
-    /// Advances one substep of `params.dt`: the first call scatters the particles into
-    /// `grid` (`'clear'` and `'p2g'`), every call then updates `grid`, gathers from it and
-    /// scatters into `next` (`'grid_update'` to `'g2p2g'`), and the two swap.
+    /// Advances one substep of `params.dt`: the first call scatters the particles into a
+    /// grid first; every call updates that grid, gathers from it and scatters into the other,
+    /// and the two swap.
     pub fn substep(&mut self) -> Result<()> {
         if !self.primed {
-            self.grid.deactivate()?;
-            mpm_core::only_loops("clear", "p2g", || self.launch())?;
+            self.launch(false)?;
             self.primed = true;
         }
-        self.next.deactivate()?;
-        mpm_core::only_loops("grid_update", "g2p2g", || self.launch())?;
-        std::mem::swap(&mut self.grid, &mut self.next);
-        Ok(())
+        self.launch(true)
     }
 
-    fn launch(&mut self) -> Result<()> {
+    /// One launch of [`substep`] (the kernel) into an emptied `next`, which then becomes
+    /// `grid`.
+    fn launch(&mut self, gather: bool) -> Result<()> {
         let p = self.params;
+        self.next.deactivate()?;
         substep(
             &mut self.x,
             &mut self.v,
@@ -400,6 +371,7 @@ impl Mpm99 {
             &mut self.grid.m,
             &mut self.next.v,
             &mut self.next.m,
+            gather,
             p.n_grid,
             p.dt,
             p.dx,
@@ -409,7 +381,9 @@ impl Mpm99 {
             p.mu_0,
             p.lambda_0,
             p.gravity,
-        )
+        )?;
+        std::mem::swap(&mut self.grid, &mut self.next);
+        Ok(())
     }
 
     /// Substeps per rendered frame (Taichi: 2e-3 / dt).
