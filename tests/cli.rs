@@ -213,11 +213,8 @@ fn devices_checks_mpm_vk_device() {
     assert!(text(&o).contains("<- MPM_VK_DEVICE"), "{}", text(&o));
 }
 
-/// Resuming with `--frames` at or below the checkpoint's frame is an error that says so (it
-/// used to end at once, successfully, having done nothing).
-#[test]
-fn resuming_past_the_end_is_an_error() {
-    let dir = Scratch::new("cli", "resume-past");
+/// `scenes/dam_break.toml` with a checkpoint after every frame, written into `dir`.
+fn checkpointed_dam_break(dir: &Path) -> std::path::PathBuf {
     let source = std::fs::read_to_string(repo("scenes/dam_break.toml")).expect("scene");
     let scene = match source.contains("[output]") {
         true => source.replacen("[output]", "[output]\ncheckpoint_every = 1", 1),
@@ -225,6 +222,15 @@ fn resuming_past_the_end_is_an_error() {
     };
     let path = dir.join("scene.toml");
     std::fs::write(&path, scene).expect("write");
+    path
+}
+
+/// Resuming with `--frames` at or below the checkpoint's frame is an error that says so (it
+/// used to end at once, successfully, having done nothing).
+#[test]
+fn resuming_past_the_end_is_an_error() {
+    let dir = Scratch::new("cli", "resume-past");
+    let path = checkpointed_dam_break(&dir);
     let (scene, out) = (path.to_str().expect("utf-8"), dir.to_str().expect("utf-8"));
     let o = mpm(&["run", scene, "--frames", "2", "--out", out]);
     assert!(o.status.success(), "{}", text(&o));
@@ -246,13 +252,7 @@ fn resuming_past_the_end_is_an_error() {
 #[test]
 fn the_main_thread_among_the_workers_gives_the_same_bits() {
     let dir = Scratch::new("cli", "main-thread-pool");
-    let source = std::fs::read_to_string(repo("scenes/dam_break.toml")).expect("scene");
-    let scene = match source.contains("[output]") {
-        true => source.replacen("[output]", "[output]\ncheckpoint_every = 1", 1),
-        false => format!("{source}\n[output]\ncheckpoint_every = 1\n"),
-    };
-    let path = dir.join("scene.toml");
-    std::fs::write(&path, scene).expect("write");
+    let path = checkpointed_dam_break(&dir);
     let (ours, theirs) = (dir.join("main"), dir.join("pool"));
     let o = mpm(&[
         "run",

@@ -251,22 +251,15 @@ pub struct Grid {
 
 impl Grid {
     fn new(backend: &BackendRef, layout: GridLayout, g: u32) -> Result<Self> {
-        let tree = match layout {
+        let blocks = Layout::root().pointer([g / 4, g / 4]);
+        let leaves = match layout {
             GridLayout::Dense => None,
-            GridLayout::PointerDense => Some(Tree::new(
-                backend,
-                Layout::root()
-                    .pointer([g / 4, g / 4])
-                    .dense([4, 4])
-                    .reserve(512),
-            )?),
-            GridLayout::PointerBitmasked => Some(Tree::new(
-                backend,
-                Layout::root()
-                    .pointer([g / 4, g / 4])
-                    .bitmasked([4, 4])
-                    .reserve(512),
-            )?),
+            GridLayout::PointerDense => Some(blocks.dense([4, 4])),
+            GridLayout::PointerBitmasked => Some(blocks.bitmasked([4, 4])),
+        };
+        let tree = match leaves {
+            Some(l) => Some(Tree::new(backend, l.reserve(512))?),
+            None => None,
         };
         let (v, m) = match &tree {
             Some(t) => (Field::place(t)?, Field::place(t)?),
