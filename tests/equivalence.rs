@@ -4266,13 +4266,17 @@ fn host_constants_cast_in_kernels() {
 
 // =========================================================================================
 // 37. `#[specialize]` scalars: the GPU compiles their values into the code, a pipeline set
-//     per value; calls that alternate between values get each value's code
+//     per value, and the CPU a copy of a loop's body per value of the flags it tests in an
+//     inner loop (two at most: `negate`, the third, stays a parameter there); calls that
+//     alternate between values get each value's code
 // =========================================================================================
 
 #[kernel]
 fn k_specialized(
     out: &mut Field<i32>,
     #[specialize] mode: i32,
+    #[specialize] doubled: bool,
+    #[specialize] odd_only: bool,
     #[specialize] negate: bool,
     #[specialize] terms: u32,
     scale: i32,
@@ -4280,30 +4284,48 @@ fn k_specialized(
     for i in out.indices() {
         let mut v = 0;
         for k in 0..terms {
-            v += k as i32 + 1;
+            let mut t = k as i32 + 1;
+            if doubled {
+                t *= 2;
+            }
+            if odd_only && k % 2 == 1 {
+                t = 0;
+            }
+            if negate {
+                t = -t;
+            }
+            v += t;
         }
         if mode == 1 {
             v += 100;
         } else if mode < 0 {
             v = v - 1000 + mode % 7;
         }
-        if negate {
-            v = -v;
-        }
         out[i] = v * scale + i as i32;
     }
 }
 
+/// The flags of a call of `k_specialized`.
+#[derive(Clone, Copy, Debug)]
+struct Flags {
+    doubled: bool,
+    odd_only: bool,
+    negate: bool,
+}
+
 /// The kernel's arithmetic in Rust.
-fn specialized_model(mode: i32, negate: bool, terms: u32, scale: i32, i: i32) -> i32 {
-    let mut v = (1..=terms as i32).sum::<i32>();
+fn specialized_model(mode: i32, f: Flags, terms: u32, scale: i32, i: i32) -> i32 {
+    let mut v: i32 = (1..=terms as i32)
+        .filter(|t| !f.odd_only || t % 2 == 1)
+        .map(|t| if f.doubled { 2 * t } else { t })
+        .sum();
+    if f.negate {
+        v = -v;
+    }
     if mode == 1 {
         v += 100;
     } else if mode < 0 {
         v = v - 1000 + mode % 7;
-    }
-    if negate {
-        v = -v;
     }
     v.wrapping_mul(scale).wrapping_add(i)
 }
@@ -4312,9 +4334,14 @@ fn specialized_model(mode: i32, negate: bool, terms: u32, scale: i32, i: i32) ->
 /// cannot write as a literal), each call's result that of its own values.
 #[test]
 fn specialized_scalars_take_each_call_its_own_value() {
+    let flags = (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(d, o, n)| Flags {
+        doubled: d,
+        odd_only: o,
+        negate: n,
+    });
     let call = (
         prop_oneof![Just(0), Just(1), Just(-3), Just(i32::MIN)],
-        any::<bool>(),
+        flags,
         0u32..5,
         -50i32..50,
     );
@@ -4325,16 +4352,18 @@ fn specialized_scalars_take_each_call_its_own_value() {
             |be| {
                 let mut out = Field::<i32>::new(be, [N as u32])?;
                 let mut results = Vec::new();
-                for &(mode, negate, terms, scale) in &calls {
-                    k_specialized(&mut out, mode, negate, terms, scale)?;
+                for &(mode, f, terms, scale) in &calls {
+                    k_specialized(
+                        &mut out, mode, f.doubled, f.odd_only, f.negate, terms, scale,
+                    )?;
                     results.push(out.download()?);
                 }
                 Ok(results)
             },
             |c, g| {
-                for (k, &(mode, negate, terms, scale)) in calls.iter().enumerate() {
+                for (k, &(mode, f, terms, scale)) in calls.iter().enumerate() {
                     let expected: Vec<i32> = (0..N as i32)
-                        .map(|i| specialized_model(mode, negate, terms, scale, i))
+                        .map(|i| specialized_model(mode, f, terms, scale, i))
                         .collect();
                     prop_assert_eq!(&c[k], &expected, "the CPU, call {} {:?}", k, calls[k]);
                     same(

@@ -19,7 +19,8 @@ pub enum Param {
         index: usize,
         /// Declared `mut`: the body assigns it.
         mutable: bool,
-        /// Marked `#[specialize]`: GPU code is compiled for each value it takes.
+        /// Marked `#[specialize]`: GPU code is compiled for each value it takes (and CPU
+        /// code for each value of a `bool` tested in an inner loop, see `items::specialized`).
         specialized: bool,
     },
 }
