@@ -16,7 +16,7 @@ fn models_2d(f: &Field<Mat2>, out: &mut Field<Mat2, 2>, mu: f32, lambda: f32, al
         out[IVec2::new(row, 0)] = dim2::neo_hookean(fp - Mat2::IDENTITY, mu, lambda);
         out[IVec2::new(row, 1)] = dim2::fixed_corotated(fp, mu, lambda);
         out[IVec2::new(row, 2)] =
-            dim2::water_stress(determinant(fp), fp - Mat2::IDENTITY, 1e3, 7.0, 0.1);
+            dim2::water_stress(determinant(fp) - 1.0, fp - Mat2::IDENTITY, 1e3, 7.0, 0.1);
         // The plasticity models take and return the displacement gradient F - I.
         let (fe, jp) = dim2::snow_plasticity(fp - Mat2::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
         out[IVec2::new(row, 3)] = fe;
@@ -34,7 +34,7 @@ fn models_3d(f: &Field<Mat3>, out: &mut Field<Mat3, 2>, mu: f32, lambda: f32, al
         out[IVec2::new(row, 0)] = dim3::neo_hookean(fp - Mat3::IDENTITY, mu, lambda);
         out[IVec2::new(row, 1)] = dim3::fixed_corotated(fp, mu, lambda);
         out[IVec2::new(row, 2)] =
-            dim3::water_stress(determinant(fp), fp - Mat3::IDENTITY, 1e3, 7.0, 0.1);
+            dim3::water_stress(determinant(fp) - 1.0, fp - Mat3::IDENTITY, 1e3, 7.0, 0.1);
         // The plasticity models take and return the displacement gradient F - I.
         let (fe, jp) = dim3::snow_plasticity(fp - Mat3::IDENTITY, 1.0, 2.5e-2, 4.5e-3);
         out[IVec2::new(row, 3)] = fe;
