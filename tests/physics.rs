@@ -481,7 +481,7 @@ fn water_column(b: &BackendRef, condition: Condition, depth: f32) -> Solver2 {
         let y_ref = (host.x[i].y - lo[1]) as f64;
         let j = u(y_ref).powf(-1.0 / gm);
         host.x[i].y = lo[1] + ((u(0.0).powf(e) - u(y_ref).powf(e)) / (a * e)) as f32;
-        // Water's F is isotropic: J^(1/2) I in 2D.
+        // Water's stress sees only J: the isotropic F = J^(1/2) I will do.
         host.grad_u[i] = Mat2::from_diagonal(Vec2::splat((j.sqrt() - 1.0) as f32));
     }
     s.particles.upload(&host).expect("upload");
@@ -582,7 +582,7 @@ fn hydrostatic_column_3d_is_still() {
         [0.0; 3],
     )
     .expect("column");
-    // Hydrostatic equilibrium as in 2D (see `water_column`); F = J^(1/3) I.
+    // Hydrostatic equilibrium as in 2D (see `water_column`), with F = J^(1/3) I.
     let (rho, k, gm) = (1000.0f64, 1e5f64, 7.0f64);
     let a = rho * g / k;
     let e = 1.0 - 1.0 / gm;

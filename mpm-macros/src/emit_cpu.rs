@@ -268,7 +268,7 @@ fn unrolled(var: &syn::Ident, start: &Expr, end: &End, body: &TokenStream) -> Op
         syn::parse2::<syn::LitInt>(b.clone()).ok()?,
     );
     let (first, last) = (a.base10_parse::<i64>().ok()?, b.base10_parse::<i64>().ok()?);
-    if last - first > UNROLL || jumps(body.clone()) {
+    if last - first > UNROLL || jumps(&body) {
         return None;
     }
     let copies = (first..last).map(|k| {
@@ -279,10 +279,18 @@ fn unrolled(var: &syn::Ident, start: &Expr, end: &End, body: &TokenStream) -> Op
 }
 
 /// Whether tokens hold a `break` or `continue`.
-fn jumps(tokens: TokenStream) -> bool {
-    tokens.into_iter().any(|t| match t {
-        proc_macro2::TokenTree::Ident(i) => i == "break" || i == "continue",
-        proc_macro2::TokenTree::Group(g) => jumps(g.stream()),
+fn jumps(tokens: &TokenStream) -> bool {
+    has_ident(tokens, &|i| i == "break" || i == "continue")
+}
+
+/// Whether tokens, groups searched too, hold an identifier that `wanted` accepts.
+pub(crate) fn has_ident(
+    tokens: &TokenStream,
+    wanted: &dyn Fn(&proc_macro2::Ident) -> bool,
+) -> bool {
+    tokens.clone().into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => wanted(&i),
+        proc_macro2::TokenTree::Group(g) => has_ident(&g.stream(), wanted),
         _ => false,
     })
 }

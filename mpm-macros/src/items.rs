@@ -236,7 +236,11 @@ fn tested_in_loops(stmts: &[Stmt], flags: &[Ident]) -> Vec<Ident> {
                 _ => TokenStream::new(),
             };
             for flag in flags {
-                if !found.contains(flag) && (names(&looped, flag) || names(&cond, flag)) {
+                if !found.contains(flag)
+                    && [&looped, &cond]
+                        .iter()
+                        .any(|t| emit_cpu::has_ident(t, &|i| i == flag))
+                {
                     found.push(flag.clone());
                 }
             }
@@ -249,13 +253,6 @@ fn tested_in_loops(stmts: &[Stmt], flags: &[Ident]) -> Vec<Ident> {
             Some(crate::checked::Else::Block(b)) => visit(&b.stmts, flags, found),
             None => {}
         }
-    }
-    fn names(tokens: &TokenStream, flag: &Ident) -> bool {
-        tokens.clone().into_iter().any(|t| match t {
-            proc_macro2::TokenTree::Ident(i) => i == *flag,
-            proc_macro2::TokenTree::Group(g) => names(&g.stream(), flag),
-            _ => false,
-        })
     }
     let mut found = Vec::new();
     visit(stmts, flags, &mut found);

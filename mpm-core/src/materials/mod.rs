@@ -89,8 +89,7 @@ macro_rules! material_table {
                     if row.w > 0.0 {
                         dj = min(dj, 0.0);
                     }
-                    let h_new = Mat::from_diagonal(Vec::splat(root_change(dj)));
-                    (h_new, water_stress(dj, c, row.x, row.y, row.z), jp)
+                    (volume_only(dj), water_stress(dj, c, row.x, row.y, row.z), jp)
                 }
                 modulus(h, _tau, _jp, _mu, _lambda, row) {
                     // c^2 = dp/drho = bulk gamma J^(1 - gamma) / rho0: compressed by a
@@ -647,6 +646,37 @@ mod tests {
             let exact2 = (glam::DMat2::IDENTITY + h2.as_dmat2()).determinant() - 1.0;
             let got2 = dim2::volume_change(h2) as f64;
             assert!((got2 - exact2).abs() <= tol, "{h2}: {got2} vs {exact2}");
+        }
+    }
+
+    /// Water's update keeps the trial state's volume change to the bit, sheds its shear, and
+    /// with a free surface holds no tension.
+    #[test]
+    fn water_keeps_its_volume_change_exactly() {
+        let shear = 0.3f32;
+        for dj in [-0.2f32, -1e-3, -3e-8, 0.0, 4e-8, 1e-4, 0.15] {
+            for free in [0.0f32, 1.0] {
+                let want = if free > 0.0 { dj.min(0.0) } else { dj };
+                let row = glam::Vec4::new(400.0, 1.0, 0.0, free);
+                // A sheared trial state with volume change dj: F = diag(1 + dj, 1) + shear.
+                let h2 = Mat2::from_cols(Vec2::new(dj, 0.0), Vec2::new(shear, 0.0));
+                let h3 = Mat3::from_cols(
+                    Vec3::new(dj, 0.0, 0.0),
+                    Vec3::new(shear, 0.0, 0.0),
+                    Vec3::new(0.0, shear, 0.0),
+                );
+                let (a2, a3) = (dim2::volume_change(h2), dim3::volume_change(h3));
+                assert_eq!((a2, a3), (dj, dj), "trial states of {dj}");
+                let (n2, _, _) =
+                    dim2::updates::water::update(h2, Mat2::ZERO, Mat2::ZERO, 1.0, 0.0, 0.0, row);
+                let (n3, _, _) =
+                    dim3::updates::water::update(h3, Mat3::ZERO, Mat3::ZERO, 1.0, 0.0, 0.0, row);
+                assert_eq!(dim2::volume_change(n2).to_bits(), want.to_bits(), "2D {dj}");
+                assert_eq!(dim3::volume_change(n3).to_bits(), want.to_bits(), "3D {dj}");
+                // No shear left: F is diagonal.
+                assert_eq!(n2, Mat2::from_diagonal(Vec2::new(want, 0.0)));
+                assert_eq!(n3, Mat3::from_diagonal(Vec3::new(want, 0.0, 0.0)));
+            }
         }
     }
 

@@ -308,7 +308,12 @@ pub fn walls(cell: IVec, v: Vec, res: IVec, thickness: i32, condition: i32, fric
 /// nodes (see `Walls`), back on it, and applies the walls' condition to its velocity
 /// there (the grid's wall nodes alone let a fast particle sink into the wall).
 /// Returns the new position and velocity.
+///
+/// Inlined always: as a call, its pair came back through memory in four 4-byte stores that
+/// the G2P read back as two 8-byte loads, which cannot be forwarded from them and wait for
+/// the stores to retire.
 #[func]
+#[inline(always)]
 pub fn keep_out(
     x: Vec,
     v: Vec,
