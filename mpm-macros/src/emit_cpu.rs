@@ -268,7 +268,7 @@ fn unrolled(var: &syn::Ident, start: &Expr, end: &End, body: &TokenStream) -> Op
         syn::parse2::<syn::LitInt>(b.clone()).ok()?,
     );
     let (first, last) = (a.base10_parse::<i64>().ok()?, b.base10_parse::<i64>().ok()?);
-    if last - first > UNROLL || jumps(&body) {
+    if last - first > UNROLL || jumps(body) {
         return None;
     }
     let copies = (first..last).map(|k| {
