@@ -371,8 +371,8 @@ pub struct Thermal {
     /// temperature, at most [`Thermal::MAX_POINTS`], interpolated linearly and held beyond the
     /// ends. The scale multiplies the shear modulus `mu` (the bulk response stays, so a
     /// softened solid keeps its volume); at scale 0 the material is molten: a liquid whose
-    /// deformation keeps only its volume (as an isotropic `J^(1/d) I`), so that it sets again stress-free
-    /// in its new shape when it cools. Empty: no dependence.
+    /// deformation keeps only its volume, as an isotropic `J^(1/d) I`, so that it sets again
+    /// stress-free in its new shape when it cools. Empty: no dependence.
     pub softening: Vec<(f32, f32)>,
 }
 
