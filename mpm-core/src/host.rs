@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use crate::abi::ScalarReader;
 use crate::backend::LoopRange;
-use crate::sparse::{BlockCache, Sparse};
+use crate::sparse::{BlockCache, Leaf, Sparse};
 use crate::types::{Elem, Scalar};
 
 /// A field's storage as seen by a CPU launch.
@@ -372,6 +372,7 @@ impl<'a, T: Elem, const D: usize> Local<'_, 'a, T, D> {
         Access {
             view: *self.view,
             cache: &self.cache,
+            leaf: Leaf::default(),
         }
     }
 
@@ -381,6 +382,7 @@ impl<'a, T: Elem, const D: usize> Local<'_, 'a, T, D> {
         self.view.tree.is_none().then_some(Access {
             view: *self.view,
             cache: &self.cache,
+            leaf: Leaf::default(),
         })
     }
 
@@ -388,13 +390,14 @@ impl<'a, T: Elem, const D: usize> Local<'_, 'a, T, D> {
     /// the quick walk.
     #[inline(always)]
     pub fn cached_access(&self) -> Option<Access<'_, 'a, T, D, CACHED>> {
-        let cached = match &self.view.tree {
-            None => true,
-            Some(tree) => tree.has_quick_walk() && !self.view.frozen,
+        let leaf = match &self.view.tree {
+            None => Some(Leaf::default()),
+            Some(tree) => tree.leaf().filter(|_| !self.view.frozen),
         };
-        cached.then_some(Access {
+        leaf.map(|leaf| Access {
             view: *self.view,
             cache: &self.cache,
+            leaf,
         })
     }
 }
@@ -411,6 +414,8 @@ impl<'a, T: Elem, const D: usize> Local<'_, 'a, T, D> {
 pub struct Access<'l, 'a, T, const D: usize, const PATH: u8 = ANY> {
     view: View<'a, T, D>,
     cache: &'l BlockCache,
+    /// On the [`CACHED`] path, a sparse field's [`Leaf`] (unused on the others).
+    leaf: Leaf,
 }
 
 /// [`Access`] paths. The CPU lowering runs a batch of invocations on the narrowest path
@@ -456,7 +461,7 @@ impl<'a, T: Elem, const D: usize, const PATH: u8> Access<'_, 'a, T, D, PATH> {
         match (PATH, &self.view.tree) {
             (DENSE, _) | (_, None) => Some(self.view.dense_element(c)),
             (_, Some(tree)) => {
-                Some(tree.locate_through_cache::<D>(c, activate, self.cache)? as usize)
+                Some(tree.locate_through_cache::<D>(&self.leaf, c, activate, self.cache)? as usize)
             }
         }
     }

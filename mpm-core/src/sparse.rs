@@ -30,13 +30,22 @@ pub struct Sparse<'a> {
 /// make the compiler repeat.
 #[derive(Clone, Copy)]
 struct Quick {
-    /// The leaf's activity bits, when it is bitmasked.
-    leaf_table: Option<u32>,
     /// The levels above the leaf, from the root.
     above: [Step; MAX_ABOVE],
     depth: usize,
     /// Whether every level above the leaf is dense: the walk then reads no memory.
     dense_path: bool,
+    leaf: Leaf,
+}
+
+/// What finding a cell in a leaf block found before takes, from a layout with the quick walk
+/// (see [`Sparse::leaf`]). A CPU access holds its own copy, by value: read through the tree,
+/// each value was loaded again after every store to a field (any store might have changed
+/// it, as far as the compiler knows), at every access.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Leaf {
+    /// The leaf's activity bits, when it is bitmasked.
+    table: Option<u32>,
     /// Per axis: the coordinate bits that pick the cell inside a leaf block, those that pick
     /// the block, the one bit that tells neighbouring blocks apart, and where the first go in
     /// the cell's index.
@@ -118,15 +127,17 @@ impl Quick {
             };
         }
         Some(Quick {
-            leaf_table: (leaf.level.kind == LevelKind::Bitmasked).then_some(leaf.table),
             above: steps,
             depth: above.len(),
             dense_path: above.iter().all(|p| p.level.kind == LevelKind::Dense),
-            in_block: leaf_bits.map(|b| (1 << b) - 1),
-            corner_mask: leaf_bits.map(|b| !((1 << b) - 1)),
-            parity: leaf_bits.map(|b| 1 << b),
-            cell_shift: std::array::from_fn(|a| leaf_bits[a + 1..].iter().sum()),
-            block_shift: leaf_bits.iter().sum(),
+            leaf: Leaf {
+                table: (leaf.level.kind == LevelKind::Bitmasked).then_some(leaf.table),
+                in_block: leaf_bits.map(|b| (1 << b) - 1),
+                corner_mask: leaf_bits.map(|b| !((1 << b) - 1)),
+                parity: leaf_bits.map(|b| 1 << b),
+                cell_shift: std::array::from_fn(|a| leaf_bits[a + 1..].iter().sum()),
+                block_shift: leaf_bits.iter().sum(),
+            },
         })
     }
 }
@@ -200,12 +211,19 @@ impl<'a> Sparse<'a> {
             return self.locate_general(c, activate);
         };
         let block = self.walk::<D>(q, c, activate)?;
-        self.leaf_element::<D>(q, block << q.block_shift, c, activate)
+        self.leaf_element::<D>(&q.leaf, block << q.leaf.block_shift, c, activate)
     }
 
     /// Whether the layout's shapes allow the quick walk (see [`Sparse::locate_through_cache`]).
     pub fn has_quick_walk(&self) -> bool {
         self.quick.is_some()
+    }
+
+    /// The leaf's part of the quick walk, for [`Sparse::locate_through_cache`]: `None` for a
+    /// layout without one.
+    #[inline(always)]
+    pub fn leaf(&self) -> Option<Leaf> {
+        self.quick.map(|q| q.leaf)
     }
 
     /// [`Sparse::locate`] through `cache`, the leaf blocks that earlier accesses of the same
@@ -221,36 +239,34 @@ impl<'a> Sparse<'a> {
         match &self.quick {
             None => self.locate_general(c, activate),
             Some(q) if q.dense_path => self.locate::<D>(c, activate),
-            Some(_) => self.locate_through_cache::<D>(c, activate, cache),
+            Some(q) => self.locate_through_cache::<D>(&q.leaf, c, activate, cache),
         }
     }
 
     /// [`Sparse::locate_cached`] through the cache whatever the levels above the leaf: the
     /// one path a tree with the quick walk needs, and the only one that `Access`'s `CACHED`
-    /// path carries (a layout without the quick walk takes the general one out of line).
+    /// path carries. `leaf` is this tree's [`Sparse::leaf`].
     #[inline(always)]
     pub fn locate_through_cache<const D: usize>(
         &self,
+        leaf: &Leaf,
         c: [u32; 3],
         activate: bool,
         cache: &BlockCache,
     ) -> Option<u64> {
-        let Some(q) = &self.quick else {
-            return self.locate_general(c, activate);
-        };
         // The block's corner identifies it; the parity of its place picks the cache slot.
         let corner: [u32; 3] =
-            std::array::from_fn(|a| if a < D { c[a] & q.corner_mask[a] } else { 0 });
-        let slot = (0..D).fold(0, |s, a| (s << 1) | (c[a] & q.parity[a] != 0) as usize);
+            std::array::from_fn(|a| if a < D { c[a] & leaf.corner_mask[a] } else { 0 });
+        let slot = (0..D).fold(0, |s, a| (s << 1) | (c[a] & leaf.parity[a] != 0) as usize);
         let slot = &cache.entries[slot];
         let mut entry = slot.get();
         if (0..D).fold(0, |d, a| d | (entry.corner[a] ^ corner[a])) != 0 {
-            let first = self.walk_out_of_line::<D>(q, c, activate)? << q.block_shift;
+            let first = self.walk_out_of_line::<D>(c, activate)? << leaf.block_shift;
             entry = CachedBlock { corner, first };
             slot.set(entry);
         }
         let first = entry.first;
-        self.leaf_element::<D>(q, first, c, activate)
+        self.leaf_element::<D>(leaf, first, c, activate)
     }
 
     /// The leaf block holding `c`: a loop of known length unrolls.
@@ -264,14 +280,14 @@ impl<'a> Sparse<'a> {
         }
     }
 
-    /// [`Sparse::walk`] kept out of line, for the cached path that mostly skips it.
+    /// [`Sparse::walk`] kept out of line, for the cached path that mostly skips it (only
+    /// trees with the quick walk take that path: they alone have a [`Leaf`]).
     #[inline(never)]
-    fn walk_out_of_line<const D: usize>(
-        &self,
-        q: &Quick,
-        c: [u32; 3],
-        activate: bool,
-    ) -> Option<u32> {
+    fn walk_out_of_line<const D: usize>(&self, c: [u32; 3], activate: bool) -> Option<u32> {
+        let q = self
+            .quick
+            .as_ref()
+            .expect("a tree with a Leaf has the quick walk");
         self.walk::<D>(q, c, activate)
     }
 
@@ -280,17 +296,17 @@ impl<'a> Sparse<'a> {
     #[inline(always)]
     fn leaf_element<const D: usize>(
         &self,
-        q: &Quick,
+        leaf: &Leaf,
         first: u32,
         c: [u32; 3],
         activate: bool,
     ) -> Option<u64> {
         // The last axis varies fastest: its bits need no shift.
         let cell = (0..D).fold(first, |cell, a| match a + 1 == D {
-            true => cell | (c[a] & q.in_block[a]),
-            false => cell | ((c[a] & q.in_block[a]) << q.cell_shift[a]),
+            true => cell | (c[a] & leaf.in_block[a]),
+            false => cell | ((c[a] & leaf.in_block[a]) << leaf.cell_shift[a]),
         });
-        match q.leaf_table {
+        match leaf.table {
             Some(table) if !self.mark(table, cell, activate) => None,
             _ => Some(cell as u64),
         }
