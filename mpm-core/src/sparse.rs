@@ -38,10 +38,10 @@ struct Quick {
     leaf: Leaf,
 }
 
-/// What finding a cell in a leaf block found before takes, from a layout with the quick walk
-/// (see [`Sparse::leaf`]). A CPU access holds its own copy, by value: read through the tree,
-/// each value was loaded again after every store to a field (any store might have changed
-/// it, as far as the compiler knows), at every access.
+/// The leaf's part of the quick walk: what it takes to find a cell in a leaf block the cache
+/// holds (see [`Sparse::leaf`]). A CPU access holds its own copy, by value: read through the
+/// tree, each value was loaded again after every store to a field (any store might have
+/// changed it, as far as the compiler knows), at every access.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Leaf {
     /// The leaf's activity bits, when it is bitmasked.
