@@ -43,7 +43,7 @@ struct Quick {
 /// tree, each value was loaded again after every store to a field (any store might have
 /// changed it, as far as the compiler knows), at every access.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Leaf {
+pub(crate) struct Leaf {
     /// The leaf's activity bits, when it is bitmasked.
     table: Option<u32>,
     /// Per axis: the coordinate bits that pick the cell inside a leaf block, those that pick
@@ -214,15 +214,10 @@ impl<'a> Sparse<'a> {
         self.leaf_element::<D>(&q.leaf, block << q.leaf.block_shift, c, activate)
     }
 
-    /// Whether the layout's shapes allow the quick walk (see [`Sparse::locate_through_cache`]).
-    pub fn has_quick_walk(&self) -> bool {
-        self.quick.is_some()
-    }
-
     /// The leaf's part of the quick walk, for [`Sparse::locate_through_cache`]: `None` for a
     /// layout without one.
     #[inline(always)]
-    pub fn leaf(&self) -> Option<Leaf> {
+    pub(crate) fn leaf(&self) -> Option<Leaf> {
         self.quick.map(|q| q.leaf)
     }
 
@@ -247,7 +242,7 @@ impl<'a> Sparse<'a> {
     /// one path a tree with the quick walk needs, and the only one that `Access`'s `CACHED`
     /// path carries. `leaf` is this tree's [`Sparse::leaf`].
     #[inline(always)]
-    pub fn locate_through_cache<const D: usize>(
+    pub(crate) fn locate_through_cache<const D: usize>(
         &self,
         leaf: &Leaf,
         c: [u32; 3],
