@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use mpm::core::Backend;
-use mpm::glam::{UVec3, Vec2};
+use mpm::glam::{IVec2, UVec3, Vec2};
 use mpm::{kernel, BackendRef, CpuBackend, Field};
 
 mod common;
@@ -111,6 +111,137 @@ fn sparse_fields_scatter_reproducibly() {
     for (a, b) in run(&shared).iter().zip(&first) {
         let (a, b) = (f32::from_bits(*a), f32::from_bits(*b));
         assert!((a - b).abs() <= 1e-4 * a.abs(), "{a} vs {b}");
+    }
+}
+
+#[kernel]
+fn add_at(at: &Field<IVec2>, val: &Field<f32>, grid: &mut Field<f32, 2>) {
+    for k in at.indices() {
+        grid[at[k]] += val[k];
+    }
+}
+
+/// Adds, then asks another field of the tree whether the cell is active.
+#[kernel]
+fn add_then_ask(
+    at: &Field<IVec2>,
+    grid: &mut Field<f32, 2>,
+    twin: &Field<f32, 2>,
+    seen: &mut Field<i32>,
+) {
+    for k in at.indices() {
+        grid[at[k]] += 0.0;
+        seen[k] = select(is_active(twin, at[k]), 1, 0);
+    }
+}
+
+#[kernel]
+fn activity(f: &Field<f32, 2>, active: &mut Field<i32, 2>) {
+    for c in active.indices() {
+        active[c] = select(is_active(f, c), 1, 0);
+    }
+}
+
+/// A sparse field's private copy is grid-shaped (dense addressing; the cells are activated
+/// after the loop) where the grid is at most a few times its pool, and a copy of its pool
+/// otherwise (`mpm_core::scatter`): 64^2 grids with 64 blocks reserved take the first, 512^2
+/// ones the second. Either way every `+=` activates its cell's unit, one of 0.0 or -0.0
+/// too, and the sums have the dense field's bits.
+#[test]
+fn every_add_activates_its_cell_whatever_the_copy_shape() {
+    use mpm::Layout;
+    let b: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
+    let mut state = 2024u32;
+    let mut next = |n: u32| {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (state >> 8) % n
+    };
+    // Many adds into the first 24^2 cells, and lone adds of zero into units nothing else
+    // reaches.
+    let mut at: Vec<IVec2> = Vec::new();
+    let mut val: Vec<f32> = Vec::new();
+    for _ in 0..20_000 {
+        at.push(IVec2::new(next(24) as i32, next(24) as i32));
+        val.push(next(2001) as f32 / 1000.0 - 1.0);
+    }
+    for (cell, v) in [((40, 40), 0.0), ((57, 9), -0.0), ((9, 58), 0.0)] {
+        at.push(IVec2::new(cell.0, cell.1));
+        val.push(v);
+    }
+    let ats = Field::from_slice(&b, [at.len() as u32], &at).expect("at");
+    let vals = Field::from_slice(&b, [val.len() as u32], &val).expect("val");
+    let mut dense = Field::<f32, 2>::new(&b, [64, 64]).expect("dense");
+    add_at(&ats, &vals, &mut dense).expect("dense adds");
+    let want_bits: Vec<u32> = dense
+        .download()
+        .expect("dense")
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    let layouts: [(&str, u32, Layout<2>); 4] = [
+        (
+            "grid-shaped pointer>dense",
+            8,
+            Layout::root().pointer([8, 8]).dense([8, 8]),
+        ),
+        (
+            "pool-shaped pointer>dense",
+            8,
+            Layout::root().pointer([64, 64]).dense([8, 8]),
+        ),
+        (
+            "grid-shaped pointer>bitmasked>dense",
+            4,
+            Layout::root()
+                .pointer([8, 8])
+                .bitmasked([2, 2])
+                .dense([4, 4]),
+        ),
+        (
+            "pool-shaped pointer>bitmasked>dense",
+            4,
+            Layout::root()
+                .pointer([64, 64])
+                .bitmasked([2, 2])
+                .dense([4, 4]),
+        ),
+    ];
+    for (name, unit, layout) in layouts {
+        let tree = mpm::Tree::new(&b, layout.reserve(64)).expect(name);
+        let mut grid = Field::<f32, 2>::place(&tree).expect(name);
+        add_at(&ats, &vals, &mut grid).expect(name);
+        let side = tree.shape()[1] as usize;
+        let mut active = Field::<i32, 2>::new(&b, tree.shape()).expect(name);
+        activity(&grid, &mut active).expect(name);
+        let (values, active) = (grid.download().expect(name), active.download().expect(name));
+        for x in 0..64 {
+            let row = x * side;
+            let bits: Vec<u32> = values[row..row + 64].iter().map(|v| v.to_bits()).collect();
+            assert!(
+                bits == want_bits[x * 64..x * 64 + 64],
+                "{name}: row {x} differs from dense"
+            );
+        }
+        // An invocation sees the cell its `+=` activated, through another field of the tree
+        // (that loop keeps the pool-shaped copy: a grid-shaped one activates after it).
+        let twin = Field::<f32, 2>::place(&tree).expect(name);
+        let far: Vec<IVec2> = (0..64)
+            .map(|k| IVec2::new(32 + k / 8 * 4, 32 + k % 8 * 4))
+            .collect();
+        let far_at = Field::from_slice(&b, [far.len() as u32], &far).expect(name);
+        let mut seen = Field::<i32>::new(&b, [far.len() as u32]).expect(name);
+        add_then_ask(&far_at, &mut grid, &twin, &mut seen).expect(name);
+        assert!(
+            seen.download().expect(name).iter().all(|&s| s == 1),
+            "{name}: an add's cell read inactive"
+        );
+        let unit_of = |c: IVec2| (c.x as u32 / unit, c.y as u32 / unit);
+        let reached: std::collections::HashSet<_> = at.iter().map(|&c| unit_of(c)).collect();
+        for (i, &a) in active.iter().enumerate() {
+            let c = IVec2::new((i / side) as i32, (i % side) as i32);
+            let want = reached.contains(&unit_of(c)) as i32;
+            assert_eq!(a, want, "{name}: cell {c} active {a}, want {want}");
+        }
     }
 }
 

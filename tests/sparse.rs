@@ -49,6 +49,20 @@ fn deactivate2(f: &mut Field<f32, 2>, idx: &Field<IVec2>) {
     }
 }
 
+/// Reads through a stencil (a loop of its own), which the CPU takes from a dense snapshot of
+/// a sparse field (`mpm_core::snapshot`): each cell's and its next two's along y (wrapping
+/// round a 16-cell axis), weighted 4, 2, 1.
+#[kernel]
+fn stencil2(f: &Field<f32, 2>, sums: &mut Field<f32, 2>) {
+    for c in sums.indices() {
+        let mut s = 0.0;
+        for k in 0..3 {
+            s = s * 2.0 + f[ivec2(c.x, (c.y + k) % 16)];
+        }
+        sums[c] = s;
+    }
+}
+
 /// Activity and values of every cell, and what an `active()` loop visits.
 #[kernel]
 fn probe2(
@@ -263,6 +277,7 @@ fn check_2d(be: &BackendRef, layout: &Layout<2>, ops: &[Op]) -> Result<(), Error
     let mut active = Field::<i32, 2>::new(be, shape)?;
     let mut value = Field::<f32, 2>::new(be, shape)?;
     let mut visits = Field::<i32, 2>::new(be, shape)?;
+    let mut sums = Field::<f32, 2>::new(be, shape)?;
     for op in ops {
         // Growth keeps every pool at most half full after each launch, so a pool of 2 T b
         // blocks has T b free: enough for the b blocks one operation can activate and for
@@ -330,13 +345,22 @@ fn check_2d(be: &BackendRef, layout: &Layout<2>, ops: &[Op]) -> Result<(), Error
             }
         }
         probe2(&f, &mut active, &mut value, &mut visits)?;
-        let (a, v, n, dense) = (
+        stencil2(&f, &mut sums)?;
+        let (a, v, n, dense, sums) = (
             active.download()?,
             value.download()?,
             visits.download()?,
             f.download()?,
+            sums.download()?,
         );
         for (k, c) in model.coords().into_iter().enumerate() {
+            let want_sum = (0..3).fold(0.0f32, |s, d| {
+                s * 2.0 + model.value([c[0], (c[1] + d) % shape[1]])
+            });
+            assert_eq!(
+                sums[k], want_sum,
+                "{layout:?}: stencil sum at {c:?} after {op:?}"
+            );
             let want_active = model.is_active(c) as i32;
             assert_eq!(
                 a[k], want_active,

@@ -21,6 +21,7 @@ pub mod linalg;
 pub mod materials;
 pub mod rng;
 pub mod scatter;
+pub mod snapshot;
 pub mod solver;
 pub mod sparse;
 pub mod trace;

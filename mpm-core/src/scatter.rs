@@ -12,6 +12,16 @@
 //! fault each). Each copy marks the pages of words its chunk added into: only those pages
 //! are summed and zeroed afterwards (a copy no add reached costs nothing; a P2G's copies
 //! cover the pages its particles reach, not the whole grid).
+//!
+//! A sparse field's copy is grid-shaped where the grid is not much larger than its pool
+//! (see [`GRID_SHAPED_LIMIT`]): laid out as the dense field would be, with a mark per word
+//! instead of per page, so that an add finds its element as on a dense grid (on the loop's
+//! dense access path, the same code) instead of finding its leaf block, and the marks say
+//! which elements were added into. The reduction then activates each of those (a `+=` of
+//! zero activates as any other) and adds the copies there, in chunk order: the same bits as
+//! the pool-shaped copy. Cells are activated after the loop rather than during it, which a
+//! loop that uses no other field of the tree cannot observe (it only adds into this one);
+//! a loop that does, say `is_active` right after a `+=`, keeps the pool-shaped copy.
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
@@ -21,23 +31,43 @@ use rayon::prelude::*;
 
 use crate::host::{
     in_batches, increment, loop_range, par_range, sum_word, Access, AtomicAdd, FieldIndex, LoopInt,
-    Placed, View, BATCH,
+    Placed, View, ANY, BATCH,
 };
+use crate::sparse::BlockCache;
 use crate::types::{Elem, Scalar};
 
 /// At most this many words of private copies per field (256 MiB).
 const BUDGET_WORDS: usize = 1 << 26;
 
-/// Zeroed copies kept between launches, oldest first, at most [`BUDGET_WORDS`] words in all.
-static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+/// A sparse field's copy is grid-shaped while it takes at most this many times the words
+/// of the pool-shaped one. Past it (a grid mostly empty) the reduction's pages, and the
+/// copies' memory, would outgrow what the pool-shaped copy's lookups cost.
+const GRID_SHAPED_LIMIT: usize = 4;
 
-/// A zeroed buffer of `words` words: a spare one of that size, else a new one.
-fn zeroed(words: usize) -> Vec<u32> {
-    let spare = SPARE.lock().ok().and_then(|mut spare| {
-        let i = spare.iter().position(|v| v.len() == words)?;
+/// Zeroed copies kept between launches, oldest first, at most [`BUDGET_WORDS`] words in all;
+/// and their cleared marks (a grid-shaped copy's are a byte per word: fresh ones would cost
+/// a page fault per page touched, every launch).
+static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+static SPARE_MARKS: Mutex<Vec<Vec<bool>>> = Mutex::new(Vec::new());
+
+/// A zeroed buffer of `len` values: a spare one of that size, else a new one.
+fn zeroed<V: Copy + Default>(spares: &Mutex<Vec<Vec<V>>>, len: usize) -> Vec<V> {
+    let spare = spares.lock().ok().and_then(|mut spare| {
+        let i = spare.iter().position(|v| v.len() == len)?;
         Some(spare.remove(i))
     });
-    spare.unwrap_or_else(|| vec![0u32; words])
+    spare.unwrap_or_else(|| vec![V::default(); len])
+}
+
+/// Keeps `kept` as spares, dropping the oldest past [`BUDGET_WORDS`] values.
+fn spare<V>(spares: &Mutex<Vec<Vec<V>>>, kept: Vec<Vec<V>>) {
+    if let Ok(mut spare) = spares.lock() {
+        spare.extend(kept);
+        let mut held: usize = spare.iter().map(Vec::len).sum();
+        while held > BUDGET_WORDS && !spare.is_empty() {
+            held -= spare.remove(0).len();
+        }
+    }
 }
 
 /// Words of a copy that one mark covers. An add marks its page with a store; keeping a
@@ -47,34 +77,60 @@ fn zeroed(words: usize) -> Vec<u32> {
 /// 6.7-6.9 -> 5.8, the dense blob at 50% fill (`layout_ratios`) 12.8-13.2 -> 11.5-11.8.
 const PAGE_WORDS: usize = 1 << 10;
 
-/// Zeroes the marked pages of each copy (`marks[copy][page]`; the others are zero already)
-/// and keeps the copies for later launches; past the budget the oldest spares go (those of
-/// a sparse pool's earlier size, say).
-fn keep(copies: Vec<Vec<u32>>, marks: &[Vec<bool>]) {
-    let mut copies = copies;
-    copies.par_iter_mut().zip(marks).for_each(|(c, marks)| {
-        c.par_chunks_mut(PAGE_WORDS)
-            .zip(marks)
-            .with_min_len(64)
-            .filter(|(_, &marked)| marked)
-            .for_each(|(page, _)| page.fill(0))
-    });
-    if let Ok(mut spare) = SPARE.lock() {
-        spare.extend(copies);
-        let mut held: usize = spare.iter().map(Vec::len).sum();
-        while held > BUDGET_WORDS && !spare.is_empty() {
-            held -= spare.remove(0).len();
-        }
-    }
+/// Zeroes the marked pages of each copy and their marks (`marks[copy]`, one per
+/// `1 << shift` words; the other pages are zero already) and keeps both for later launches;
+/// past the budget the oldest spares go (those of a sparse pool's earlier size, say).
+fn keep(copies: Vec<Vec<u32>>, marks: Vec<Vec<bool>>, shift: u32) {
+    let (mut copies, mut marks) = (copies, marks);
+    let per_page = PAGE_WORDS >> shift;
+    copies
+        .par_iter_mut()
+        .zip(&mut marks)
+        .for_each(|(c, marks)| {
+            c.par_chunks_mut(PAGE_WORDS)
+                .zip(marks.par_chunks_mut(per_page))
+                .with_min_len(64)
+                .filter(|(_, marks)| marks.contains(&true))
+                .for_each(|(page, marks)| {
+                    page.fill(0);
+                    marks.fill(false);
+                })
+        });
+    spare(&SPARE, copies);
+    spare(&SPARE_MARKS, marks);
 }
 
 /// A field as a scatter loop sees it: its size, and how to add private copies back.
 pub trait ScatterField: Sync {
-    /// Words of one private copy, or `None` when the field keeps shared atomics.
-    fn private_words(&self, chunks: usize) -> Option<usize>;
-    /// Adds the words of the `marked` pages of the copies into the field, word by word in
-    /// chunk order.
-    fn reduce(&self, copies: &[Vec<u32>], marked: &[bool]);
+    /// The tree the field lives on (see [`View::tree_id`]), `None` for a dense field.
+    fn tree(&self) -> Option<usize>;
+    /// The shape of one private copy, or `None` when the field keeps shared atomics. A
+    /// sparse one is grid-shaped only where `grid_allowed`.
+    fn private_copy(&self, chunks: usize, grid_allowed: bool) -> Option<CopyShape>;
+    /// Adds the words of the marked pages of the copies, shaped as `shape` says, into the
+    /// field, word by word in chunk order (`marks[copy]`, see [`CopyShape::mark_shift`]).
+    fn reduce(&self, copies: &[Vec<u32>], marks: &[Vec<bool>], shape: CopyShape);
+}
+
+/// How a field's private copies are laid out.
+#[derive(Clone, Copy, Debug)]
+pub struct CopyShape {
+    words: usize,
+    /// Grid-shaped: a sparse field's elements as on a dense grid (see the module
+    /// documentation). Otherwise the field's own storage: its dense elements, or its tree's
+    /// pool.
+    grid: bool,
+}
+
+impl CopyShape {
+    /// log2 of the words a mark covers: a page, or a word of a grid-shaped copy, whose
+    /// marks say which elements were added into.
+    fn mark_shift(self) -> u32 {
+        match self.grid {
+            true => 0,
+            false => PAGE_WORDS.trailing_zeros(),
+        }
+    }
 }
 
 /// One chunk's private copy of a field, or none (the field keeps shared atomics).
@@ -87,28 +143,68 @@ impl<'c> PrivateCopy<'c> {
     pub fn cells(self) -> Option<Cells<'c>> {
         self.0
     }
+
+    /// Whether the copy is grid-shaped: the field's adds then find dense elements, even on
+    /// a sparse field (see [`crate::host::Local::dense_access_for_copy`]).
+    #[inline(always)]
+    pub fn grid_shaped(self) -> bool {
+        self.0.is_some_and(|c| c.grid)
+    }
 }
 
-/// The words of a private copy and a mark per page of them (see [`PAGE_WORDS`]).
+/// The words of a private copy and their marks (see [`CopyShape`]).
 #[derive(Clone, Copy)]
 pub struct Cells<'c> {
     words: &'c [Cell<u32>],
     marks: &'c [Cell<bool>],
+    /// [`CopyShape::mark_shift`]: a shift by a register costs what one by a constant does.
+    shift: u32,
+    /// See [`CopyShape::grid`].
+    grid: bool,
 }
 
 impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
-    /// The whole storage, dense or a sparse pool: a pool does not grow during a launch, so a
-    /// block keeps its place in it and in the copies.
-    fn private_words(&self, chunks: usize) -> Option<usize> {
-        let words = self.storage().len();
-        (words * chunks <= BUDGET_WORDS).then_some(words)
+    fn tree(&self) -> Option<usize> {
+        self.tree_id()
     }
 
-    fn reduce(&self, copies: &[Vec<u32>], marked: &[bool]) {
+    /// Grid-shaped for a sparse field while that fits (see [`GRID_SHAPED_LIMIT`]), else the
+    /// whole storage, dense or a sparse pool: a pool does not grow during a launch, so a
+    /// block keeps its place in it and in the copies. A frozen tree's copy is its pool: its
+    /// adds must find their cells active as they run.
+    fn private_copy(&self, chunks: usize, grid_allowed: bool) -> Option<CopyShape> {
+        let pool = self.storage().len();
+        let cells: usize = self.shape().iter().map(|&n| n as usize).product();
+        let grid = cells * T::WORDS;
+        if grid_allowed
+            && self.tree_id().is_some()
+            && !self.frozen()
+            && grid <= GRID_SHAPED_LIMIT * pool
+            && grid * chunks <= BUDGET_WORDS
+        {
+            return Some(CopyShape {
+                words: grid,
+                grid: true,
+            });
+        }
+        (pool * chunks <= BUDGET_WORDS).then_some(CopyShape {
+            words: pool,
+            grid: false,
+        })
+    }
+
+    fn reduce(&self, copies: &[Vec<u32>], marks: &[Vec<bool>], shape: CopyShape) {
+        if shape.grid {
+            return self.reduce_grid_shaped(copies, marks);
+        }
+        // Pages no chunk marked were not added into: zero in every copy.
+        let marked: Vec<bool> = (0..marks.first().map_or(0, Vec::len))
+            .map(|p| marks.iter().any(|m| m[p]))
+            .collect();
         let float = T::SCALAR == Scalar::F32;
         self.storage()
             .par_chunks(PAGE_WORDS)
-            .zip(marked)
+            .zip(&marked)
             .enumerate()
             .with_min_len(4)
             .filter(|(_, (_, &marked))| marked)
@@ -131,6 +227,64 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
                 }
             });
     }
+}
+
+impl<T: Elem, const D: usize> View<'_, T, D> {
+    /// [`ScatterField::reduce`] of grid-shaped copies: each element whose first word a copy
+    /// marked is activated (a full pool raises its status) and gets the copies' words, in
+    /// chunk order.
+    fn reduce_grid_shaped(&self, copies: &[Vec<u32>], marks: &[Vec<bool>]) {
+        let shape = self.shape();
+        let cells: usize = shape.iter().map(|&n| n as usize).product();
+        let words = cells * T::WORDS;
+        let float = T::SCALAR == Scalar::F32;
+        (0..words.div_ceil(PAGE_WORDS))
+            .into_par_iter()
+            .with_min_len(4)
+            .map(|page| page * PAGE_WORDS)
+            .filter(|&start| {
+                let end = (start + PAGE_WORDS).min(words);
+                marks.iter().any(|m| m[start..end].contains(&true))
+            })
+            .for_each(|start| {
+                let cache = BlockCache::default();
+                // The elements whose first word lies in this page.
+                let first = start.div_ceil(T::WORDS);
+                let end = (start + PAGE_WORDS).div_ceil(T::WORDS).min(cells);
+                for e in first..end {
+                    let at = e * T::WORDS;
+                    if !marks.iter().any(|m| m[at]) {
+                        continue;
+                    }
+                    let Some(element) = self.element_at(coords_of(e, &shape), true, &cache) else {
+                        continue;
+                    };
+                    let mut sums = [0u32; 16];
+                    let sums = &mut sums[..T::WORDS];
+                    let cells = self.cells(element * T::WORDS);
+                    for (sum, cell) in sums.iter_mut().zip(cells) {
+                        *sum = cell.load(Relaxed);
+                    }
+                    for copy in copies {
+                        add_page(sums, &copy[at..at + T::WORDS], float);
+                    }
+                    for (cell, sum) in cells.iter().zip(sums) {
+                        cell.store(*sum, Relaxed);
+                    }
+                }
+            });
+    }
+}
+
+/// The coordinates of dense element `e` of a grid of `shape` (the last axis fastest).
+fn coords_of<const D: usize>(e: usize, shape: &[u32; D]) -> [u32; 3] {
+    let mut c = [0u32; 3];
+    let mut rest = e;
+    for a in (0..D).rev() {
+        c[a] = (rest % shape[a] as usize) as u32;
+        rest /= shape[a] as usize;
+    }
+    c
 }
 
 /// `sums += words`, word by word, skipping the zero words of a copy (no add reached them:
@@ -189,10 +343,13 @@ impl<'l, 'v, 'a, T: Elem, const D: usize> ScatterView<'l, 'v, 'a, T, D> {
         ScatterView { local, copy }
     }
 
-    /// [`Access::place`]: the copy has the field's elements.
+    /// [`Access::place`] where the copy has the field's elements (see [`PrivateView::place`]).
     #[inline(always)]
     pub fn place<I: FieldIndex<D>>(&self, index: I) -> Placed<I, D> {
-        self.local.place(index)
+        match self.copy.grid_shaped() {
+            true => Placed::unplaced(index),
+            false => self.local.place(index),
+        }
     }
 }
 
@@ -226,10 +383,15 @@ impl<'l, 'v, 'a, T: Elem, const D: usize, const PATH: u8> PrivateView<'l, 'v, 'a
         PrivateView { local, cells }
     }
 
-    /// [`Access::place`]: the copy has the field's elements.
+    /// [`Access::place`] where the copy has the field's elements; a grid-shaped copy of a
+    /// sparse field has others, and each add finds its own (on the dense path nothing is
+    /// placed, and the cached path takes no grid-shaped copy).
     #[inline(always)]
     pub fn place<I: FieldIndex<D>>(&self, index: I) -> Placed<I, D> {
-        self.local.place(index)
+        match PATH == ANY && self.cells.grid {
+            true => Placed::unplaced(index),
+            false => self.local.place(index),
+        }
     }
 }
 
@@ -241,13 +403,29 @@ impl<T: Elem, const D: usize, const PATH: u8> AddView<T, D>
     where
         T: AtomicAdd,
     {
-        let Cells { words: copy, marks } = self.cells;
-        let Some(base) = self.local.base_for_add(index) else {
+        let Cells {
+            words: copy,
+            marks,
+            shift,
+            grid,
+        } = self.cells;
+        // On the dense path a grid-shaped copy's element is the one the access finds; on
+        // the path of every storage the access would find its tree's (the cached path takes
+        // no grid-shaped copy: see `Local::cached_access_for_copy`).
+        let base = match PATH == ANY && grid {
+            true => self
+                .local
+                .dense_element_for_add(index)
+                .map(|e| e * T::WORDS),
+            false => self.local.base_for_add(index),
+        };
+        let Some(base) = base else {
             return;
         };
-        // Both ends: an element of 3 or 9 words may straddle two pages.
-        marks[base / PAGE_WORDS].set(true);
-        marks[(base + T::WORDS - 1) / PAGE_WORDS].set(true);
+        // Both ends: an element of 3 or 9 words may straddle two pages (and the first word's
+        // mark is the element's, in a grid-shaped copy).
+        marks[base >> shift].set(true);
+        marks[(base + T::WORDS - 1) >> shift].set(true);
         let mut w = [0u32; 16];
         value.write_words(&mut w[..T::WORDS]);
         let float = T::SCALAR == Scalar::F32;
@@ -266,13 +444,16 @@ impl<T: Elem, const D: usize, const PATH: u8> AddView<T, D>
 /// calls share and `copies` are its private copies of `fields` (an empty slice for a field
 /// that keeps shared atomics). Reproducible: one contiguous chunk per thread, in
 /// parallel, then the copies are added into the fields in chunk order. Otherwise a plain
-/// parallel loop whose `copies` are all empty (shared atomics).
+/// parallel loop whose `copies` are all empty (shared atomics). `others` are the loop's
+/// other fields: a sparse field on the tree of one of them keeps the pool-shaped copy.
+#[allow(clippy::too_many_arguments)] // the lowering's one call
 pub fn par_scatter<I: LoopInt, S>(
     reproducible: bool,
     start: I,
     end: I,
     inclusive: bool,
     fields: &[&dyn ScatterField],
+    others: &[&dyn ScatterField],
     init: impl Fn() -> S + Sync + Send,
     body: impl Fn(&S, &[PrivateCopy<'_>], &[I]) + Sync + Send,
 ) {
@@ -291,31 +472,54 @@ pub fn par_scatter<I: LoopInt, S>(
         );
     }
     let chunks = rayon::current_num_threads().max(1);
-    let sizes: Vec<Option<usize>> = fields.iter().map(|f| f.private_words(chunks)).collect();
+    let shapes: Vec<Option<CopyShape>> = fields
+        .iter()
+        .map(|f| {
+            let shared = others
+                .iter()
+                .any(|o| o.tree().is_some() && o.tree() == f.tree());
+            f.private_copy(chunks, !shared)
+        })
+        .collect();
     // copies[chunk][field].
     let mut copies: Vec<Vec<Vec<u32>>> = (0..chunks)
-        .map(|_| sizes.iter().map(|s| zeroed(s.unwrap_or(0))).collect())
+        .map(|_| {
+            shapes
+                .iter()
+                .map(|s| zeroed(&SPARE, s.map_or(0, |s| s.words)))
+                .collect()
+        })
         .collect();
     let n = range.count;
-    // marks[chunk][field][page]: whether the chunk's adds reached the page.
+    // marks[chunk][field][page]: whether the chunk's adds reached the page (the word, in a
+    // grid-shaped copy).
     let mut marks: Vec<Vec<Vec<bool>>> = copies
         .par_iter_mut()
         .enumerate()
         .map(|(c, mine)| {
             let mut marks: Vec<Vec<bool>> = mine
                 .iter()
-                .map(|v| vec![false; v.len().div_ceil(PAGE_WORDS)])
+                .zip(&shapes)
+                .map(|(v, s)| {
+                    let shift = s.map_or(0, |s| s.mark_shift());
+                    zeroed(&SPARE_MARKS, v.len().div_ceil(1 << shift))
+                })
                 .collect();
             let cells: Vec<PrivateCopy<'_>> = mine
                 .iter_mut()
                 .zip(&mut marks)
-                .zip(&sizes)
-                .map(|((v, marks), size)| {
-                    // No size: the field keeps shared atomics. A field without cells has
+                .zip(&shapes)
+                .map(|((v, marks), shape)| {
+                    // No shape: the field keeps shared atomics. A field without cells has
                     // an empty copy (every access to it is out of bounds).
                     let words = Cell::from_mut(v.as_mut_slice()).as_slice_of_cells();
                     let marks = Cell::from_mut(marks.as_mut_slice()).as_slice_of_cells();
-                    PrivateCopy(size.map(|_| Cells { words, marks }))
+                    PrivateCopy(shape.map(|s| Cells {
+                        words,
+                        marks,
+                        shift: s.mark_shift(),
+                        grid: s.grid,
+                    }))
                 })
                 .collect();
             let state = init();
@@ -332,7 +536,7 @@ pub fn par_scatter<I: LoopInt, S>(
         })
         .collect();
     for (f, field) in fields.iter().enumerate() {
-        if sizes[f].is_some() {
+        if let Some(shape) = shapes[f] {
             let per_field: Vec<Vec<u32>> = copies
                 .iter_mut()
                 .map(|c| std::mem::take(&mut c[f]))
@@ -341,12 +545,8 @@ pub fn par_scatter<I: LoopInt, S>(
                 .iter_mut()
                 .map(|m| std::mem::take(&mut m[f]))
                 .collect();
-            // Pages no chunk marked were not added into: zero in every copy.
-            let any: Vec<bool> = (0..mine[0].len())
-                .map(|p| mine.iter().any(|m| m[p]))
-                .collect();
-            field.reduce(&per_field, &any);
-            keep(per_field, &mine);
+            field.reduce(&per_field, &mine, shape);
+            keep(per_field, mine, shape.mark_shift());
         }
     }
 }
@@ -361,9 +561,9 @@ mod tests {
         let words = 12_347;
         let used = vec![vec![7u32; words], vec![u32::MAX; words]];
         let all = vec![true; words.div_ceil(PAGE_WORDS)];
-        keep(used, &[all.clone(), all]);
+        keep(used, vec![all.clone(), all], PAGE_WORDS.trailing_zeros());
         for _ in 0..2 {
-            let c = zeroed(words);
+            let c = zeroed(&SPARE, words);
             assert_eq!(c.len(), words);
             assert!(c.iter().all(|&w| w == 0));
         }

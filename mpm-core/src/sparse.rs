@@ -518,13 +518,13 @@ impl<'a> Sparse<'a> {
         None
     }
 
-    /// Calls `body` with the coordinates of every active element among cells `cells` (local
-    /// indices, `0..` the leaf's cells per block) of leaf block `block`.
+    /// Calls `body` with the coordinates and the element of every active element among
+    /// cells `cells` (local indices, `0..` the leaf's cells per block) of leaf block `block`.
     pub fn for_each_active_in_block(
         &self,
         block: u32,
         cells: std::ops::Range<u32>,
-        mut body: impl FnMut([u32; 3]),
+        mut body: impl FnMut([u32; 3], u32),
     ) {
         let Some(corner) = self.leaf_block_corner(block) else {
             return;
@@ -536,7 +536,7 @@ impl<'a> Sparse<'a> {
                 continue;
             }
             let (_, local) = leaf.split(cell);
-            body(std::array::from_fn(|a| corner[a] + local[a]));
+            body(std::array::from_fn(|a| corner[a] + local[a]), cell);
         }
     }
 

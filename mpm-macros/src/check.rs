@@ -1171,6 +1171,16 @@ impl Checker {
                 return err(other, "a top-level loop runs over `field.indices()`, `field.active()`, `grid.bins(order, starts, block)`, a range `a..b` / `a..=b` or `blocks(a..b)`");
             }
         };
+        // The domain's own field keeps its tree: the loop visits its active cells, or its
+        // bins' windows.
+        let domain_field = match &domain {
+            Domain::Active(f) | Domain::Bins { grid: f, .. } => Some(f.to_string()),
+            _ => None,
+        };
+        let snapshot = stencil_reads(&fl.body, &self.fields)
+            .into_iter()
+            .filter(|f| Some(f.to_string()) != domain_field)
+            .collect();
         Ok(Top::Loop(ParLoop {
             name,
             var,
@@ -1178,6 +1188,7 @@ impl Checker {
             body,
             used: used_fields(&fl.body, params),
             scatter,
+            snapshot,
             adds: field_adds(&fl.body, &self.fields).0,
         }))
     }
@@ -1285,6 +1296,103 @@ fn scatter_only(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
     adds.into_iter()
         .filter(|f| !other.contains(&f.to_string()))
         .collect()
+}
+
+/// The fields a loop body uses only as `f[i]` in a value, never stored into, passed or
+/// asked about, and reads at least once inside a loop of its own: a stencil's reads.
+fn stencil_reads(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
+    struct Uses<'a> {
+        fields: &'a HashSet<String>,
+        depth: usize,
+        nested: Vec<Ident>,
+        other: HashSet<String>,
+    }
+    impl Uses<'_> {
+        fn field(&self, e: &syn::Expr) -> Option<Ident> {
+            match strip_parens(e) {
+                syn::Expr::Path(p) => p
+                    .path
+                    .get_ident()
+                    .filter(|id| self.fields.contains(&id.to_string()))
+                    .cloned(),
+                _ => None,
+            }
+        }
+        /// `f[i]` as a place: `f` is stored into.
+        fn place(&mut self, e: &syn::Expr) -> bool {
+            if let syn::Expr::Index(ix) = strip_parens(e) {
+                if let Some(f) = self.field(&ix.expr) {
+                    self.other.insert(f.to_string());
+                    syn::visit::Visit::visit_expr(self, &ix.index);
+                    return true;
+                }
+            }
+            false
+        }
+        fn nested(&mut self, visit: impl FnOnce(&mut Self)) {
+            self.depth += 1;
+            visit(self);
+            self.depth -= 1;
+        }
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Uses<'_> {
+        fn visit_expr(&mut self, e: &'ast syn::Expr) {
+            match e {
+                syn::Expr::Assign(a) if self.place(&a.left) => self.visit_expr(&a.right),
+                syn::Expr::Binary(b) if is_compound(&b.op) && self.place(&b.left) => {
+                    self.visit_expr(&b.right)
+                }
+                syn::Expr::Index(ix) if self.field(&ix.expr).is_some() => {
+                    if let Some(f) = self.field(&ix.expr) {
+                        if self.depth > 0 && !self.nested.contains(&f) {
+                            self.nested.push(f);
+                        }
+                    }
+                    self.visit_expr(&ix.index);
+                }
+                syn::Expr::ForLoop(f) => {
+                    self.visit_expr(&f.expr);
+                    self.nested(|s| syn::visit::Visit::visit_block(s, &f.body));
+                }
+                syn::Expr::While(w) => self.nested(|s| syn::visit::visit_expr_while(s, w)),
+                syn::Expr::Loop(l) => self.nested(|s| syn::visit::visit_expr_loop(s, l)),
+                _ => {
+                    if let Some(f) = self.field(e) {
+                        self.other.insert(f.to_string());
+                    }
+                    syn::visit::visit_expr(self, e);
+                }
+            }
+        }
+    }
+    let mut uses = Uses {
+        fields,
+        depth: 0,
+        nested: Vec::new(),
+        other: HashSet::new(),
+    };
+    syn::visit::Visit::visit_block(&mut uses, body);
+    uses.nested
+        .into_iter()
+        .filter(|f| !uses.other.contains(&f.to_string()))
+        .collect()
+}
+
+/// `a op= b`.
+fn is_compound(op: &BinOp) -> bool {
+    matches!(
+        op,
+        BinOp::AddAssign(_)
+            | BinOp::SubAssign(_)
+            | BinOp::MulAssign(_)
+            | BinOp::DivAssign(_)
+            | BinOp::RemAssign(_)
+            | BinOp::BitXorAssign(_)
+            | BinOp::BitAndAssign(_)
+            | BinOp::BitOrAssign(_)
+            | BinOp::ShlAssign(_)
+            | BinOp::ShrAssign(_)
+    )
 }
 
 /// The fields a loop body adds into (`f[i] += v` / `f[i] -= v`), and the fields it uses

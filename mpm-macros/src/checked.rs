@@ -244,6 +244,9 @@ pub struct ParLoop {
     pub used: Vec<Ident>,
     /// Fields the body only adds into: the CPU scatters them into private copies.
     pub scatter: Vec<Ident>,
+    /// Fields the body only reads, some inside a loop of its own (a stencil): the CPU reads
+    /// a sparse one through a dense snapshot (`mpm_core::snapshot`).
+    pub snapshot: Vec<Ident>,
     /// Fields the body adds into (`+=` / `-=`): in a binned loop, the CPU adds into them
     /// without atomics inside a block's window.
     pub adds: Vec<Ident>,

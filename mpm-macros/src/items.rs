@@ -85,7 +85,7 @@ fn plain_inputs(sig: &syn::Signature) -> TokenStream {
 /// `flags` names the kernel's `#[specialize]` bools: the batch's loop is compiled once per
 /// value of those its body tests inside a loop of its own (see [`specialized`]).
 fn cpu_loop(l: &ParLoop, outer: &[Ident], flags: &[Ident]) -> TokenStream {
-    let (var, used, scatter) = (&l.var, &l.used, &l.scatter);
+    let (var, used, scatter, snapshot) = (&l.var, &l.used, &l.scatter, &l.snapshot);
     let outer = outer.iter().filter(|name| *name != var);
     let copies_of_outer = quote!(#(let #outer = #outer;)*);
     let body = emit_cpu::stmts(&l.body);
@@ -109,9 +109,18 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident], flags: &[Ident]) -> TokenStream {
     // with the block cache, their scattered fields all privatised, with accesses free of the
     // other paths (see `mpm_core::host::ANY`), and for the rest.
     let on_path = |access: Ident| {
+        // A sparse field the loop only adds into takes the dense path where its copy is
+        // grid-shaped, and the cached one where it is not (see `mpm_core::scatter`).
+        let for_copy = format_ident!("{}_for_copy", access);
+        let accesses = used
+            .iter()
+            .map(|f| match scatter.iter().position(|s| s == f) {
+                Some(k) => quote!(#f.#for_copy(__copies[#k].grid_shaped())),
+                None => quote!(#f.#access()),
+            });
         quote! {
             if let (#(Some(#used),)* #(Some(#cells),)*) =
-                (#(#used.#access(),)* #(__copies[#k].cells(),)*)
+                (#(#accesses,)* #(__copies[#k].cells(),)*)
             {
                 #(let #scatter = ::mpm_core::scatter::PrivateView::new(&#scatter, #cells);)*
                 #copies_of_outer
@@ -137,6 +146,8 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident], flags: &[Ident]) -> TokenStream {
             #batch
         }
     };
+    // The loop's other fields: a sparse field on one of their trees keeps a pool-shaped copy.
+    let others: Vec<&Ident> = used.iter().filter(|f| !scatter.contains(f)).collect();
     let scatter_range = |start: TokenStream, end: TokenStream, inclusive: bool| {
         quote! {
             ::mpm_core::scatter::par_scatter(
@@ -145,12 +156,13 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident], flags: &[Ident]) -> TokenStream {
                 #end,
                 #inclusive,
                 &[#(&#scatter as &dyn ::mpm_core::scatter::ScatterField),*],
+                &[#(&#others as &dyn ::mpm_core::scatter::ScatterField),*],
                 #init,
                 #worker,
             );
         }
     };
-    match &l.domain {
+    let run = match &l.domain {
         Domain::Bins {
             grid,
             order,
@@ -188,7 +200,19 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident], flags: &[Ident]) -> TokenStream {
                 scatter_range(a, b, *inclusive)
             }
         }
+    };
+    if snapshot.is_empty() {
+        return run;
     }
+    // A stencil's sparse fields, read through dense snapshots that live as long as the loop.
+    let snaps: Vec<Ident> = (0..snapshot.len())
+        .map(|k| format_ident!("__snapshot{}", k))
+        .collect();
+    quote! {{
+        #(let #snaps = ::mpm_core::snapshot::Snapshot::of(&#snapshot);)*
+        #(let #snapshot = #snaps.view(&#snapshot);)*
+        #run
+    }}
 }
 
 /// At most this many flags are compiled in per loop: `2^n` copies of its body per access path.

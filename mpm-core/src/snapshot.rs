@@ -1,0 +1,120 @@
+//! Dense snapshots of sparse fields, for the CPU loops that read one through a stencil.
+//!
+//! A G2P reads each particle's 3^D grid nodes; on a sparse grid every read finds its leaf
+//! block (through the worker's block cache, `crate::sparse::BlockCache`), where a dense read
+//! is a multiply and an add. A loop that only reads a sparse field, and reads it in a loop
+//! of its own (a stencil), reads a dense copy of it instead (the CPU lowering decides which
+//! fields, `cpu_loop` in mpm-macros): made when the loop starts, block by block from the
+//! active cells (the others read zero, as they would), and cleared when it ends. The copy
+//! is exact: the loop writes nothing into the field, and a cell that another field of the
+//! tree activates during the loop reads zero either way. It costs a pass over the active
+//! cells, so it is made where the grid is at most a few times the pool, as the scatter's
+//! grid-shaped copies are (`crate::scatter`), and within their memory budget.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+
+use crate::host::View;
+use crate::types::Elem;
+
+/// Snapshots are made while the grid takes at most this many times the pool's words.
+const LIMIT: usize = 4;
+
+/// At most this many words of snapshots are kept between loops (256 MiB).
+const BUDGET_WORDS: usize = 1 << 26;
+
+/// Words of a snapshot that one mark covers: the pages its fill wrote are cleared after.
+const PAGE_WORDS: usize = 1 << 10;
+
+/// Zeroed snapshot words kept between loops, oldest first, at most [`BUDGET_WORDS`] in all.
+static SPARE: Mutex<Vec<Vec<AtomicU32>>> = Mutex::new(Vec::new());
+
+/// A sparse field's dense copy for one loop (see the module documentation), or nothing
+/// where the field is dense or the copy does not pay.
+pub struct Snapshot {
+    copy: Option<Copy>,
+}
+
+struct Copy {
+    words: Vec<AtomicU32>,
+    /// Per page of `words`, whether the fill wrote into it.
+    written: Vec<AtomicBool>,
+}
+
+impl Snapshot {
+    /// The snapshot of `view` as the loop starts.
+    pub fn of<T: Elem, const D: usize>(view: &View<'_, T, D>) -> Snapshot {
+        let Some(tree) = view.tree() else {
+            return Snapshot { copy: None };
+        };
+        let cells: usize = view.shape().iter().map(|&n| n as usize).product();
+        let words = cells * T::WORDS;
+        if words > LIMIT * view.storage().len() || words > BUDGET_WORDS {
+            return Snapshot { copy: None };
+        }
+        let copy = Copy {
+            words: zeroed(words),
+            written: (0..words.div_ceil(PAGE_WORDS))
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+        };
+        let leaf = &tree.plan.levels[tree.plan.levels.len() - 1];
+        let per_block = leaf.level.cells();
+        let storage = view.storage();
+        (0..leaf.capacity).into_par_iter().for_each(|block| {
+            tree.for_each_active_in_block(block, 0..per_block, |c, element| {
+                let to = view.dense_element(c) * T::WORDS;
+                let from = element as usize * T::WORDS;
+                for (dst, src) in copy.words[to..to + T::WORDS]
+                    .iter()
+                    .zip(&storage[from..from + T::WORDS])
+                {
+                    dst.store(src.load(Relaxed), Relaxed);
+                }
+                copy.written[to / PAGE_WORDS].store(true, Relaxed);
+                copy.written[(to + T::WORDS - 1) / PAGE_WORDS].store(true, Relaxed);
+            });
+        });
+        Snapshot { copy: Some(copy) }
+    }
+
+    /// `view` as the loop reads it: a dense view of the copy, or `view` itself.
+    pub fn view<'s, T: Elem, const D: usize>(&'s self, view: &View<'s, T, D>) -> View<'s, T, D> {
+        match &self.copy {
+            Some(copy) => view.dense_over(&copy.words),
+            None => *view,
+        }
+    }
+}
+
+impl Drop for Snapshot {
+    /// Clears the pages the fill wrote and keeps the words for a later loop.
+    fn drop(&mut self) {
+        let Some(copy) = self.copy.take() else {
+            return;
+        };
+        copy.words
+            .par_chunks(PAGE_WORDS)
+            .zip(&copy.written)
+            .filter(|(_, written)| written.load(Relaxed))
+            .for_each(|(page, _)| page.iter().for_each(|w| w.store(0, Relaxed)));
+        if let Ok(mut spare) = SPARE.lock() {
+            spare.push(copy.words);
+            let mut held: usize = spare.iter().map(Vec::len).sum();
+            while held > BUDGET_WORDS && !spare.is_empty() {
+                held -= spare.remove(0).len();
+            }
+        }
+    }
+}
+
+/// `len` zeroed words: spare ones of that length, else new ones.
+fn zeroed(len: usize) -> Vec<AtomicU32> {
+    let spare = SPARE.lock().ok().and_then(|mut spare| {
+        let i = spare.iter().position(|v| v.len() == len)?;
+        Some(spare.remove(i))
+    });
+    spare.unwrap_or_else(|| (0..len).map(|_| AtomicU32::new(0)).collect())
+}
