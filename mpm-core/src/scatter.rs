@@ -44,6 +44,11 @@ const BUDGET_WORDS: usize = 1 << 26;
 /// copies' memory, would outgrow what the pool-shaped copy's lookups cost.
 const GRID_SHAPED_LIMIT: usize = 4;
 
+/// And while a field's grid-shaped copies take at most this many words in all (64 MiB):
+/// a large sparse grid is sparse to keep its memory small, and its copies stay its pool's
+/// size (measured up to 512^2 and 64^3 grids).
+const GRID_SHAPED_WORDS: usize = 1 << 24;
+
 /// Zeroed copies kept between launches, oldest first, at most [`BUDGET_WORDS`] words in all;
 /// and their cleared marks (a grid-shaped copy's are a byte per word: fresh ones would cost
 /// a page fault per page touched, every launch).
@@ -180,7 +185,7 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
             && self.tree_id().is_some()
             && !self.frozen()
             && grid <= GRID_SHAPED_LIMIT * pool
-            && grid * chunks <= BUDGET_WORDS
+            && grid * chunks <= GRID_SHAPED_WORDS
         {
             return Some(CopyShape {
                 words: grid,
@@ -472,7 +477,7 @@ pub fn par_scatter<I: LoopInt, S>(
         );
     }
     let chunks = rayon::current_num_threads().max(1);
-    let shapes: Vec<Option<CopyShape>> = fields
+    let mut shapes: Vec<Option<CopyShape>> = fields
         .iter()
         .map(|f| {
             let shared = others
@@ -481,6 +486,26 @@ pub fn par_scatter<I: LoopInt, S>(
             f.private_copy(chunks, !shared)
         })
         .collect();
+    // The fields of one tree take one shape: a grid-shaped copy beside another kind would
+    // send the loop to the path of every storage (the cached one takes no grid-shaped copy,
+    // the dense one no pool-shaped copy).
+    let grid = |s: &Option<CopyShape>| s.is_some_and(|s| s.grid);
+    let mixed: Vec<bool> = fields
+        .iter()
+        .map(|f| {
+            let tree = f.tree();
+            tree.is_some()
+                && fields
+                    .iter()
+                    .zip(&shapes)
+                    .any(|(g, s)| g.tree() == tree && !grid(s))
+        })
+        .collect();
+    for ((shape, field), mixed) in shapes.iter_mut().zip(fields).zip(mixed) {
+        if mixed && grid(shape) {
+            *shape = field.private_copy(chunks, false);
+        }
+    }
     // copies[chunk][field].
     let mut copies: Vec<Vec<Vec<u32>>> = (0..chunks)
         .map(|_| {

@@ -9,7 +9,8 @@
 //! is exact: the loop writes nothing into the field, and a cell that another field of the
 //! tree activates during the loop reads zero either way. It costs a pass over the active
 //! cells, so it is made where the grid is at most a few times the pool, as the scatter's
-//! grid-shaped copies are (`crate::scatter`), and within their memory budget.
+//! grid-shaped copies are (`crate::scatter`), and up to the same size (64 MiB: a large
+//! sparse grid keeps its small footprint).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -21,6 +22,9 @@ use crate::types::Elem;
 
 /// Snapshots are made while the grid takes at most this many times the pool's words.
 const LIMIT: usize = 4;
+
+/// Snapshots are made of grids of at most this many words (64 MiB).
+const MAX_WORDS: usize = 1 << 24;
 
 /// At most this many words of snapshots are kept between loops (256 MiB).
 const BUDGET_WORDS: usize = 1 << 26;
@@ -51,7 +55,7 @@ impl Snapshot {
         };
         let cells: usize = view.shape().iter().map(|&n| n as usize).product();
         let words = cells * T::WORDS;
-        if words > LIMIT * view.storage().len() || words > BUDGET_WORDS {
+        if words > LIMIT * view.storage().len() || words > MAX_WORDS {
             return Snapshot { copy: None };
         }
         let copy = Copy {
