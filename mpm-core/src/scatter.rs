@@ -55,17 +55,28 @@ const GRID_SHAPED_WORDS: usize = 1 << 24;
 static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
 static SPARE_MARKS: Mutex<Vec<Vec<bool>>> = Mutex::new(Vec::new());
 
+/// Whether a sparse field of `grid` words on a dense grid, `pool` words in its pool, is
+/// addressed densely: by grid-shaped copies taking `all` words, or by a snapshot
+/// (`crate::snapshot`).
+pub(crate) fn dense_addressing_pays(grid: usize, pool: usize, all: usize) -> bool {
+    grid <= GRID_SHAPED_LIMIT * pool && all <= GRID_SHAPED_WORDS
+}
+
 /// A zeroed buffer of `len` values: a spare one of that size, else a new one.
 fn zeroed<V: Copy + Default>(spares: &Mutex<Vec<Vec<V>>>, len: usize) -> Vec<V> {
-    let spare = spares.lock().ok().and_then(|mut spare| {
+    take_spare(spares, len).unwrap_or_else(|| vec![V::default(); len])
+}
+
+/// A spare buffer of `len` values, if one is kept.
+pub(crate) fn take_spare<V>(spares: &Mutex<Vec<Vec<V>>>, len: usize) -> Option<Vec<V>> {
+    spares.lock().ok().and_then(|mut spare| {
         let i = spare.iter().position(|v| v.len() == len)?;
         Some(spare.remove(i))
-    });
-    spare.unwrap_or_else(|| vec![V::default(); len])
+    })
 }
 
 /// Keeps `kept` as spares, dropping the oldest past [`BUDGET_WORDS`] values.
-fn spare<V>(spares: &Mutex<Vec<Vec<V>>>, kept: Vec<Vec<V>>) {
+pub(crate) fn spare<V>(spares: &Mutex<Vec<Vec<V>>>, kept: Vec<Vec<V>>) {
     if let Ok(mut spare) = spares.lock() {
         spare.extend(kept);
         let mut held: usize = spare.iter().map(Vec::len).sum();
@@ -184,8 +195,7 @@ impl<T: Elem, const D: usize> ScatterField for View<'_, T, D> {
         if grid_allowed
             && self.tree_id().is_some()
             && !self.frozen()
-            && grid <= GRID_SHAPED_LIMIT * pool
-            && grid * chunks <= GRID_SHAPED_WORDS
+            && dense_addressing_pays(grid, pool, grid * chunks)
         {
             return Some(CopyShape {
                 words: grid,

@@ -18,21 +18,13 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 
 use crate::host::View;
+use crate::scatter::{dense_addressing_pays, spare, take_spare};
 use crate::types::Elem;
-
-/// Snapshots are made while the grid takes at most this many times the pool's words.
-const LIMIT: usize = 4;
-
-/// Snapshots are made of grids of at most this many words (64 MiB).
-const MAX_WORDS: usize = 1 << 24;
-
-/// At most this many words of snapshots are kept between loops (256 MiB).
-const BUDGET_WORDS: usize = 1 << 26;
 
 /// Words of a snapshot that one mark covers: the pages its fill wrote are cleared after.
 const PAGE_WORDS: usize = 1 << 10;
 
-/// Zeroed snapshot words kept between loops, oldest first, at most [`BUDGET_WORDS`] in all.
+/// Zeroed snapshot words kept between loops, oldest first (see `crate::scatter::spare`).
 static SPARE: Mutex<Vec<Vec<AtomicU32>>> = Mutex::new(Vec::new());
 
 /// A sparse field's dense copy for one loop (see the module documentation), or nothing
@@ -55,7 +47,7 @@ impl Snapshot {
         };
         let cells: usize = view.shape().iter().map(|&n| n as usize).product();
         let words = cells * T::WORDS;
-        if words > LIMIT * view.storage().len() || words > MAX_WORDS {
+        if !dense_addressing_pays(words, view.storage().len(), words) {
             return Snapshot { copy: None };
         }
         let copy = Copy {
@@ -104,21 +96,11 @@ impl Drop for Snapshot {
             .zip(&copy.written)
             .filter(|(_, written)| written.load(Relaxed))
             .for_each(|(page, _)| page.iter().for_each(|w| w.store(0, Relaxed)));
-        if let Ok(mut spare) = SPARE.lock() {
-            spare.push(copy.words);
-            let mut held: usize = spare.iter().map(Vec::len).sum();
-            while held > BUDGET_WORDS && !spare.is_empty() {
-                held -= spare.remove(0).len();
-            }
-        }
+        spare(&SPARE, vec![copy.words]);
     }
 }
 
 /// `len` zeroed words: spare ones of that length, else new ones.
 fn zeroed(len: usize) -> Vec<AtomicU32> {
-    let spare = SPARE.lock().ok().and_then(|mut spare| {
-        let i = spare.iter().position(|v| v.len() == len)?;
-        Some(spare.remove(i))
-    });
-    spare.unwrap_or_else(|| (0..len).map(|_| AtomicU32::new(0)).collect())
+    take_spare(&SPARE, len).unwrap_or_else(|| (0..len).map(|_| AtomicU32::new(0)).collect())
 }
