@@ -135,6 +135,20 @@ fn add_then_ask(
     }
 }
 
+/// Reads `f` through a stencil (a loop of its own): on the CPU from a dense snapshot of a
+/// sparse field where its grid is not much larger than its pool, through the worker's block
+/// cache otherwise (`mpm_core::snapshot`).
+#[kernel]
+fn stencil_sums(f: &Field<f32, 2>, sums: &mut Field<f32, 2>) {
+    for c in sums.indices() {
+        let mut s = 0.0;
+        for k in 0..3 {
+            s = s * 2.0 + f[ivec2(c.x, c.y + k)];
+        }
+        sums[c] = s;
+    }
+}
+
 #[kernel]
 fn activity(f: &Field<f32, 2>, active: &mut Field<i32, 2>) {
     for c in active.indices() {
@@ -146,7 +160,8 @@ fn activity(f: &Field<f32, 2>, active: &mut Field<i32, 2>) {
 /// after the loop) where the grid is at most a few times its pool, and a copy of its pool
 /// otherwise (`mpm_core::scatter`): 64^2 grids with 64 blocks reserved take the first, 512^2
 /// ones the second. Either way every `+=` activates its cell's unit, one of 0.0 or -0.0
-/// too, and the sums have the dense field's bits.
+/// too, and the sums have the dense field's bits; and a stencil reads them, from a snapshot
+/// (64^2) or through the block cache (512^2), as it reads the dense field.
 #[test]
 fn every_add_activates_its_cell_whatever_the_copy_shape() {
     use mpm::Layout;
@@ -178,6 +193,9 @@ fn every_add_activates_its_cell_whatever_the_copy_shape() {
         .iter()
         .map(|v| v.to_bits())
         .collect();
+    let mut want_sums = Field::<f32, 2>::new(&b, [64, 62]).expect("dense sums");
+    stencil_sums(&dense, &mut want_sums).expect("dense stencil");
+    let want_sums = want_sums.download().expect("dense sums");
     let layouts: [(&str, u32, Layout<2>); 4] = [
         (
             "grid-shaped pointer>dense",
@@ -220,6 +238,16 @@ fn every_add_activates_its_cell_whatever_the_copy_shape() {
             assert!(
                 bits == want_bits[x * 64..x * 64 + 64],
                 "{name}: row {x} differs from dense"
+            );
+        }
+        let mut sums = Field::<f32, 2>::new(&b, [64, 62]).expect(name);
+        stencil_sums(&grid, &mut sums).expect(name);
+        let sums = sums.download().expect(name);
+        for (k, (got, want)) in sums.iter().zip(&want_sums).enumerate() {
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{name}: the stencil read {got} at {k}, the dense field {want}"
             );
         }
         // An invocation sees the cell its `+=` activated, through another field of the tree
