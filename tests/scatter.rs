@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use mpm::core::Backend;
-use mpm::glam::{IVec2, UVec3, Vec2};
+use mpm::glam::{IVec2, UVec3, Vec2, Vec4};
 use mpm::{kernel, BackendRef, CpuBackend, Field};
 
 mod common;
@@ -270,6 +270,72 @@ fn every_add_activates_its_cell_whatever_the_copy_shape() {
             let want = reached.contains(&unit_of(c)) as i32;
             assert_eq!(a, want, "{name}: cell {c} active {a}, want {want}");
         }
+    }
+}
+
+#[kernel]
+fn add_two_at(at: &Field<IVec2>, val: &Field<f32>, m: &mut Field<f32, 2>, v: &mut Field<Vec4, 2>) {
+    for k in at.indices() {
+        m[at[k]] += val[k];
+        v[at[k]] += val[k] * vec4(1.0, -2.0, 0.5, 3.0);
+    }
+}
+
+/// Past the 64 MiB cap on grid-shaped copies (`mpm_core::scatter`): on a 2048^2 grid with
+/// 8,192 blocks reserved (8x its pool) and two threads, the `f32` field's grid-shaped
+/// copies would fit the cap (8 Mi words) and the `Vec4` field's would not (32 Mi words), so
+/// the `Vec4` field takes pool-shaped copies, and the `f32` field of the same tree with it
+/// (which keeps the loop on the block cache's path; the path of every storage, which mixed
+/// shapes would take, gives the same bits more slowly, so the sums cannot tell the two
+/// apart). The sums have the dense fields' bits, and exactly the units that adds reached
+/// are active.
+#[test]
+fn fields_past_the_copy_cap_sum_as_dense_ones() {
+    use mpm::Layout;
+    let b: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
+    let mut state = 77u32;
+    let mut next = |n: u32| {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (state >> 8) % n
+    };
+    // Adds spread over a 300^2 corner (about 1,400 blocks), and lone zeros far out.
+    let mut at: Vec<IVec2> = Vec::new();
+    let mut val: Vec<f32> = Vec::new();
+    for _ in 0..40_000 {
+        at.push(IVec2::new(next(300) as i32, next(300) as i32));
+        val.push(next(2001) as f32 / 1000.0 - 1.0);
+    }
+    for (cell, v) in [((2000, 31), 0.0), ((1500, 2047), -0.0), ((700, 1100), 0.0)] {
+        at.push(IVec2::new(cell.0, cell.1));
+        val.push(v);
+    }
+    let ats = Field::from_slice(&b, [at.len() as u32], &at).expect("at");
+    let vals = Field::from_slice(&b, [val.len() as u32], &val).expect("val");
+    let side = 2048u32;
+    let mut dense_m = Field::<f32, 2>::new(&b, [side, side]).expect("dense m");
+    let mut dense_v = Field::<Vec4, 2>::new(&b, [side, side]).expect("dense v");
+    add_two_at(&ats, &vals, &mut dense_m, &mut dense_v).expect("dense adds");
+    let layout = Layout::root().pointer([256, 256]).dense([8, 8]);
+    let tree = mpm::Tree::new(&b, layout.reserve(8192)).expect("tree");
+    assert_eq!(tree.shape(), [side, side]);
+    let mut m = Field::<f32, 2>::place(&tree).expect("m");
+    let mut v = Field::<Vec4, 2>::place(&tree).expect("v");
+    add_two_at(&ats, &vals, &mut m, &mut v).expect("sparse adds");
+    let bits = |f: &[f32]| f.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    let (want_m, got_m) = (dense_m.download().expect("m"), m.download().expect("m"));
+    assert!(bits(&got_m) == bits(&want_m), "m differs from dense");
+    let words = |f: Vec<Vec4>| f.iter().flat_map(|x| x.to_array()).collect::<Vec<f32>>();
+    let want_v = words(dense_v.download().expect("v"));
+    let got_v = words(v.download().expect("v"));
+    assert!(bits(&got_v) == bits(&want_v), "v differs from dense");
+    let mut active = Field::<i32, 2>::new(&b, [side, side]).expect("active");
+    activity(&m, &mut active).expect("activity");
+    let unit_of = |c: IVec2| (c.x / 8, c.y / 8);
+    let reached: std::collections::HashSet<_> = at.iter().map(|&c| unit_of(c)).collect();
+    for (i, &a) in active.download().expect("active").iter().enumerate() {
+        let c = IVec2::new(i as i32 / side as i32, i as i32 % side as i32);
+        let want = reached.contains(&unit_of(c)) as i32;
+        assert_eq!(a, want, "cell {c} active {a}, want {want}");
     }
 }
 
