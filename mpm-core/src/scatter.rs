@@ -267,12 +267,17 @@ impl<T: Elem, const D: usize> View<'_, T, D> {
                 // The elements whose first word lies in this page.
                 let first = start.div_ceil(T::WORDS);
                 let end = (start + PAGE_WORDS).div_ceil(T::WORDS).min(cells);
+                // The coordinates step from element to element; divided out of each
+                // element's index, they cost two integer divisions per element.
+                let mut c = coords_of(first, &shape);
                 for e in first..end {
+                    let here = c;
+                    c = next_coords(c, &shape);
                     let at = e * T::WORDS;
                     if !marks.iter().any(|m| m[at]) {
                         continue;
                     }
-                    let Some(element) = self.element_at(coords_of(e, &shape), true, &cache) else {
+                    let Some(element) = self.element_at(here, true, &cache) else {
                         continue;
                     };
                     let mut sums = [0u32; 16];
@@ -299,6 +304,20 @@ fn coords_of<const D: usize>(e: usize, shape: &[u32; D]) -> [u32; 3] {
     for a in (0..D).rev() {
         c[a] = (rest % shape[a] as usize) as u32;
         rest /= shape[a] as usize;
+    }
+    c
+}
+
+/// The coordinates after `c` in a grid of `shape`, in the order of [`coords_of`] (the last
+/// axis fastest, with carries).
+#[inline(always)]
+fn next_coords<const D: usize>(mut c: [u32; 3], shape: &[u32; D]) -> [u32; 3] {
+    for a in (0..D).rev() {
+        c[a] += 1;
+        if c[a] < shape[a] || a == 0 {
+            break;
+        }
+        c[a] = 0;
     }
     c
 }
@@ -603,5 +622,21 @@ mod tests {
             assert_eq!(c.len(), words);
             assert!(c.iter().all(|&w| w == 0));
         }
+    }
+
+    #[test]
+    fn stepped_coordinates_are_the_divided_ones() {
+        fn check<const D: usize>(shape: [u32; D]) {
+            let cells: usize = shape.iter().map(|&n| n as usize).product();
+            let mut c = coords_of(0, &shape);
+            for e in 0..cells {
+                assert_eq!(c, coords_of(e, &shape), "element {e} of {shape:?}");
+                c = next_coords(c, &shape);
+            }
+        }
+        check([7]);
+        check([5, 3]);
+        check([4, 1, 6]);
+        check([3, 5, 2]);
     }
 }
