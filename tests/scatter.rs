@@ -156,6 +156,32 @@ fn activity(f: &Field<f32, 2>, active: &mut Field<i32, 2>) {
     }
 }
 
+/// `count` adds at cells of the `span`^2 corner with values in [-1, 1], drawn from `seed`,
+/// then one add of each `lone` value at its cell.
+fn random_adds(
+    seed: u32,
+    count: usize,
+    span: u32,
+    lone: &[((i32, i32), f32)],
+) -> (Vec<IVec2>, Vec<f32>) {
+    let mut state = seed;
+    let mut next = |n: u32| {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (state >> 8) % n
+    };
+    let mut at: Vec<IVec2> = Vec::new();
+    let mut val: Vec<f32> = Vec::new();
+    for _ in 0..count {
+        at.push(IVec2::new(next(span) as i32, next(span) as i32));
+        val.push(next(2001) as f32 / 1000.0 - 1.0);
+    }
+    for &((x, y), v) in lone {
+        at.push(IVec2::new(x, y));
+        val.push(v);
+    }
+    (at, val)
+}
+
 /// A sparse field's private copy is grid-shaped (dense addressing; the cells are activated
 /// after the loop) where the grid is at most a few times its pool, and a copy of its pool
 /// otherwise (`mpm_core::scatter`): 64^2 grids with 64 blocks reserved take the first, 512^2
@@ -166,23 +192,10 @@ fn activity(f: &Field<f32, 2>, active: &mut Field<i32, 2>) {
 fn every_add_activates_its_cell_whatever_the_copy_shape() {
     use mpm::Layout;
     let b: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
-    let mut state = 2024u32;
-    let mut next = |n: u32| {
-        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        (state >> 8) % n
-    };
     // Many adds into the first 24^2 cells, and lone adds of zero into units nothing else
     // reaches.
-    let mut at: Vec<IVec2> = Vec::new();
-    let mut val: Vec<f32> = Vec::new();
-    for _ in 0..20_000 {
-        at.push(IVec2::new(next(24) as i32, next(24) as i32));
-        val.push(next(2001) as f32 / 1000.0 - 1.0);
-    }
-    for (cell, v) in [((40, 40), 0.0), ((57, 9), -0.0), ((9, 58), 0.0)] {
-        at.push(IVec2::new(cell.0, cell.1));
-        val.push(v);
-    }
+    let lone = [((40, 40), 0.0), ((57, 9), -0.0), ((9, 58), 0.0)];
+    let (at, val) = random_adds(2024, 20_000, 24, &lone);
     let ats = Field::from_slice(&b, [at.len() as u32], &at).expect("at");
     let vals = Field::from_slice(&b, [val.len() as u32], &val).expect("val");
     let mut dense = Field::<f32, 2>::new(&b, [64, 64]).expect("dense");
@@ -293,22 +306,9 @@ fn add_two_at(at: &Field<IVec2>, val: &Field<f32>, m: &mut Field<f32, 2>, v: &mu
 fn fields_past_the_copy_cap_sum_as_dense_ones() {
     use mpm::Layout;
     let b: BackendRef = Arc::new(CpuBackend::with_threads(2).expect("pool"));
-    let mut state = 77u32;
-    let mut next = |n: u32| {
-        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        (state >> 8) % n
-    };
     // Adds spread over a 300^2 corner (about 1,400 blocks), and lone zeros far out.
-    let mut at: Vec<IVec2> = Vec::new();
-    let mut val: Vec<f32> = Vec::new();
-    for _ in 0..40_000 {
-        at.push(IVec2::new(next(300) as i32, next(300) as i32));
-        val.push(next(2001) as f32 / 1000.0 - 1.0);
-    }
-    for (cell, v) in [((2000, 31), 0.0), ((1500, 2047), -0.0), ((700, 1100), 0.0)] {
-        at.push(IVec2::new(cell.0, cell.1));
-        val.push(v);
-    }
+    let lone = [((2000, 31), 0.0), ((1500, 2047), -0.0), ((700, 1100), 0.0)];
+    let (at, val) = random_adds(77, 40_000, 300, &lone);
     let ats = Field::from_slice(&b, [at.len() as u32], &at).expect("at");
     let vals = Field::from_slice(&b, [val.len() as u32], &val).expect("val");
     let side = 2048u32;
