@@ -11,7 +11,7 @@ use mpm::core::solver::{
     Sampling, Sdf, Settings, Shape, Solver, Solver2, Solver3, Space, Spline, TimeStep, Walls, D2,
     D3,
 };
-use mpm::BackendRef;
+use mpm::{kernel, BackendRef, Field};
 
 fn jelly() -> Material {
     Material::NeoHookean {
@@ -1092,27 +1092,65 @@ fn sorted_particles_move_as_unsorted_ones(b: &BackendRef) {
     );
 }
 
+/// The grid cells that a P2G on a sparse grid activates for live particles at `x`: every
+/// cell of each `unit`^2 block that a quadratic stencil reaches.
+fn cells_reached(x: &[[f32; 2]], material: &[i32], inv_dx: f32, unit: i32) -> u32 {
+    let mut units = std::collections::HashSet::new();
+    for (p, _) in x.iter().zip(material).filter(|(_, &m)| m >= 0) {
+        let base = p.map(|c| (c * inv_dx - 0.5).floor() as i32);
+        for (i, j) in (0..3).flat_map(|i| (0..3).map(move |j| (i, j))) {
+            units.insert([(base[0] + i) / unit, (base[1] + j) / unit]);
+        }
+    }
+    units.len() as u32 * (unit * unit) as u32
+}
+
+#[kernel]
+fn count_active(m: &Field<f32, 2>, count: &mut Field<u32>) {
+    for c in m.active() {
+        count[0] += 1;
+    }
+}
+
 fn sparse_and_dense_grids_agree(b: &BackendRef) {
-    let run = |grid: GridLayout| {
+    // Positions after 200 substeps, the cells active after the last one, and the cells its
+    // P2G reaches (`unit` wide activity units: a block of dense cells, or a bitmasked cell).
+    let run = |grid: GridLayout, unit: i32| {
         let mut settings = Settings::<2>::new(64, 2e-4);
         settings.grid = grid;
         let mut s = water_and_snow(b, settings);
-        for _ in 0..200 {
+        for _ in 0..199 {
             s.substep().expect("substep");
         }
+        let (x, material) = s.positions().expect("positions");
+        s.substep().expect("substep");
         let pool = s.grid.tree.as_ref().map_or(0, |t| t.pool_capacities()[0]);
-        (s.positions().expect("positions").0, pool)
+        let mut count = Field::<u32>::new(b, [1]).expect("count");
+        count_active(&s.grid.m, &mut count).expect("count_active");
+        let active = count.download().expect("count")[0];
+        let reached = cells_reached(&x, &material, 64.0, unit);
+        (s.positions().expect("positions").0, pool, (active, reached))
     };
-    let (dense, _) = run(GridLayout::Dense);
+    let (dense, _, _) = run(GridLayout::Dense, 1);
     for bitmasked in [false, true] {
         // Eight blocks hold far less than the scene needs: the pool grows before the first
         // substep (from the particles) and while the water spreads (from its occupancy).
         b.reset_profile();
-        let (sparse, pool) = run(GridLayout::Sparse {
-            block: 4,
-            bitmasked,
-            reserve: 8,
-        });
+        let (sparse, pool, (active, reached)) = run(
+            GridLayout::Sparse {
+                block: 4,
+                bitmasked,
+                reserve: 8,
+            },
+            if bitmasked { 1 } else { 4 },
+        );
+        // Exactly the units the last P2G reached are active: the pass that activates them on
+        // a GPU (a mark per block, cleared as it activates) neither misses one (that fails
+        // the frozen substep) nor keeps one from an earlier substep.
+        assert_eq!(
+            active, reached,
+            "bitmasked {bitmasked}: cells active after a substep"
+        );
         // On a GPU a grid of dense blocks runs frozen, its blocks activated by a pass of
         // their own, which must have found every block the P2G adds into (a missed one fails
         // the substep).

@@ -13,7 +13,8 @@ use std::collections::{HashMap, HashSet};
 
 use mpm::core::layout::{Layout, LevelKind};
 use mpm::core::Error;
-use mpm::glam::{IVec2, IVec3};
+use mpm::demos::blob::{Blob, GridKind};
+use mpm::glam::{IVec2, IVec3, Vec2};
 use mpm::{backend, kernel, BackendRef, Field, Tree};
 use proptest::prelude::*;
 
@@ -409,6 +410,7 @@ per_backend! {
     sparse_fields_use_memory_where_cells_are_active => check_memory,
     two_trees_in_one_launch_and_fields_outside_the_kernel => check_two_trees,
     frozen_trees_write_only_where_cells_are_active => check_frozen,
+    the_blob_activates_exactly_the_units_its_stencils_reach => check_blob_activation,
 }
 
 fn check_1d_and_3d(be: &BackendRef) {
@@ -624,6 +626,67 @@ fn check_frozen(be: &BackendRef) {
             3.0,
             "{what}"
         );
+    }
+}
+
+#[kernel]
+fn count_active2(f: &Field<f32, 2>, count: &mut Field<u32>) {
+    for c in f.active() {
+        count[0] += 1;
+    }
+}
+
+/// The layout demo's P2G (on a GPU: marks per unit, one activation per marked unit, then
+/// the P2G on the frozen tree) activates exactly the `unit`-wide units its particles' 3x3
+/// stencils reach, keeps no unit from the substep before (the blob moved 20 cells between
+/// the two), and scatters the mass the dense grid takes.
+fn check_blob_activation(be: &BackendRef) {
+    let n_grid = 64;
+    let reached = |x: &[Vec2], unit: i32| {
+        let mut units = HashSet::new();
+        for p in x {
+            let base = (*p * n_grid as f32 - 0.5).floor().as_ivec2();
+            for (i, j) in (0..3).flat_map(|i| (0..3).map(move |j| (i, j))) {
+                units.insert((base + IVec2::new(i, j)) / unit);
+            }
+        }
+        units.len() as u32 * (unit * unit) as u32
+    };
+    let mass = |blob: &Blob| blob.grid_m.download().unwrap().iter().sum::<f32>();
+    let mut dense = Blob::new(be, n_grid, 0.1, GridKind::Dense).unwrap();
+    dense.clear().unwrap();
+    dense.p2g().unwrap();
+    let dense_mass = mass(&dense);
+    for (kind, unit) in [
+        (GridKind::PointerDense, 8),
+        (GridKind::PointerBitmaskedDense, 4),
+    ] {
+        let mut blob = Blob::new(be, n_grid, 0.1, kind).unwrap();
+        let start = blob.x.download().unwrap();
+        let moved: Vec<Vec2> = start
+            .iter()
+            .map(|p| *p + Vec2::new(20.0, 9.0) / n_grid as f32)
+            .collect();
+        for x in [&start, &moved] {
+            blob.x.upload(x).unwrap();
+            blob.clear().unwrap();
+            blob.p2g()
+                .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+            let mut count = Field::<u32>::new(be, [1]).unwrap();
+            count_active2(&blob.grid_m, &mut count).unwrap();
+            assert_eq!(
+                count.download().unwrap()[0],
+                reached(x, unit),
+                "{}: active cells",
+                kind.name()
+            );
+            let m = mass(&blob);
+            assert!(
+                (m - dense_mass).abs() <= 1e-5 * dense_mass,
+                "{}: mass {m} against {dense_mass}",
+                kind.name()
+            );
+        }
     }
 }
 

@@ -44,18 +44,33 @@ pub fn clear_grid(grid_v: &mut Field<Vec2, 2>, grid_m: &mut Field<f32, 2>) {
     }
 }
 
-/// Activates the blocks a P2G will add into: the four corners of each particle's 3x3
-/// stencil, which reach every block the stencil touches as long as an activity unit (a
-/// leaf block, or a bitmasked cell's block) is at least two cells wide. With the blocks
-/// active the P2G runs on a frozen tree, without the activation path in its `+=`.
+/// Activates the units (leaf blocks, or a bitmasked cell's block, `unit` cells wide) a P2G
+/// will add into: the four corners of each particle's 3x3 stencil, which reach every unit the
+/// stencil touches as long as a unit is at least two cells wide. The particles only mark
+/// their units (a plain store: every writer stores the same 1), and the activation runs once
+/// per unit, clearing the marks for the next substep: a GPU that runs a branch under a mask
+/// (lavapipe) pays the allocation path on every `activate` whether or not it allocates. With
+/// the units active the P2G runs on a frozen tree, without that path in its `+=`.
 #[kernel]
-pub fn touch(x: &Field<Vec2>, grid_m: &mut Field<f32, 2>, inv_dx: f32) {
-    for p in x.indices() {
+pub fn touch(
+    x: &Field<Vec2>,
+    marks: &mut Field<u32, 2>,
+    grid_m: &mut Field<f32, 2>,
+    inv_dx: f32,
+    unit: i32,
+) {
+    'mark: for p in x.indices() {
         let base = (x[p] * inv_dx - 0.5).floor().as_ivec2();
-        activate(grid_m, base);
-        activate(grid_m, base + ivec2(2, 0));
-        activate(grid_m, base + ivec2(0, 2));
-        activate(grid_m, base + ivec2(2, 2));
+        marks[base / unit] = 1;
+        marks[(base + ivec2(2, 0)) / unit] = 1;
+        marks[(base + ivec2(0, 2)) / unit] = 1;
+        marks[(base + ivec2(2, 2)) / unit] = 1;
+    }
+    'touch: for u in marks.indices() {
+        if marks[u] != 0 {
+            activate(grid_m, u * unit);
+            marks[u] = 0;
+        }
     }
 }
 
@@ -150,6 +165,8 @@ pub struct Blob {
     pub grid_v: Field<Vec2, 2>,
     pub grid_m: Field<f32, 2>,
     pub tree: Option<Arc<Tree<2>>>,
+    /// On a sparse grid on a GPU, a mark per activity unit (see `touch`) and the unit's width.
+    pub marks: Option<(Field<u32, 2>, i32)>,
     pub dt: f32,
 }
 
@@ -186,6 +203,17 @@ impl Blob {
                     .reserve(blocks),
             )?),
         };
+        // The activity unit: a leaf block, or a bitmasked cell's dense block.
+        let unit = match kind {
+            GridKind::Dense => None,
+            _ if backend.kind() == BackendKind::Cpu => None,
+            GridKind::PointerDense => Some(8),
+            GridKind::PointerBitmaskedDense => Some(4),
+        };
+        let marks = match unit {
+            Some(u) => Some((Field::new(backend, [n_grid / u, n_grid / u])?, u as i32)),
+            None => None,
+        };
         let (grid_v, grid_m) = match &tree {
             Some(t) => (Field::place(t)?, Field::place(t)?),
             None => (
@@ -201,6 +229,7 @@ impl Blob {
             grid_v,
             grid_m,
             tree,
+            marks,
             dt: 1e-4,
         })
     }
@@ -217,17 +246,13 @@ impl Blob {
         }
     }
 
-    /// P2G; on a sparse grid on a GPU, a pass that activates the touched blocks first, then
+    /// P2G; on a sparse grid on a GPU, a pass that activates the touched units first, then
     /// the P2G on the frozen tree. (The CPU's accesses find their blocks in a per-worker
     /// cache, which skips the activation path already: the pass would only add its time.)
     pub fn p2g(&mut self) -> Result<()> {
         let (p_mass, inv_dx) = (0.25 / (self.n_grid * self.n_grid) as f32, self.inv_dx());
-        let frozen = self
-            .tree
-            .as_ref()
-            .filter(|_| self.x.backend().kind() != BackendKind::Cpu);
-        if frozen.is_some() {
-            touch(&self.x, &mut self.grid_m, inv_dx)?;
+        if let Some((marks, unit)) = &mut self.marks {
+            touch(&self.x, marks, &mut self.grid_m, inv_dx, *unit)?;
         }
         let mut p2g = || {
             p2g(
@@ -240,7 +265,7 @@ impl Blob {
                 p_mass,
             )
         };
-        match frozen {
+        match self.tree.as_ref().filter(|_| self.marks.is_some()) {
             Some(tree) => tree.while_frozen(p2g),
             None => p2g(),
         }

@@ -364,6 +364,9 @@ pub struct Grid<V: crate::Elem, const D: usize> {
     pub color: Field<Vec4, D>,
     /// The layout tree of a sparse grid.
     pub tree: Option<Arc<Tree<D>>>,
+    /// A mark per block of a grid the substep freezes (`touch_stencils`), zero between
+    /// substeps; no cells on other grids. As large as the tree's pointer table.
+    pub marks: Field<u32, D>,
 }
 
 impl<V: crate::Elem, const D: usize> Grid<V, D> {
@@ -395,6 +398,7 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                     q: dense(backend, res, heat)?,
                     color: dense(backend, res, tension)?,
                     tree: None,
+                    marks: Field::new(backend, [0; D])?,
                 })
             }
             GridLayout::Sparse {
@@ -429,6 +433,13 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
                     q: placed(backend, &tree, heat)?,
                     color: placed(backend, &tree, tension)?,
                     tree: Some(tree),
+                    marks: Field::new(
+                        backend,
+                        match freezes(settings, backend.kind()) {
+                            true => res.map(|r| r / block),
+                            false => [0; D],
+                        },
+                    )?,
                 })
             }
         }
@@ -437,7 +448,7 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
     /// Bytes the grid holds (a sparse grid's reserved pool included).
     pub fn bytes(&self) -> usize {
         match &self.tree {
-            Some(t) => t.memory().map(|m| m.reserved as usize).unwrap_or(0),
+            Some(t) => t.memory().map(|m| m.reserved as usize).unwrap_or(0) + self.marks.bytes(),
             None => {
                 self.v.bytes()
                     + self.v0.bytes()
@@ -449,6 +460,26 @@ impl<V: crate::Elem, const D: usize> Grid<V, D> {
             }
         }
     }
+}
+
+/// Whether the substep runs on a frozen grid, its blocks activated by a pass of their own
+/// (`touch_stencils`): on a GPU, for a sparse grid with dense blocks at least a stencil wide
+/// minus one, where that pass finds every block. The activating `+=` costs a GPU the
+/// allocation path on every access (lavapipe: a sparse P2G at 3x the dense one, see
+/// `Tree::freeze`); the CPU's block cache skips it already. Not with F-bar: its scatter runs
+/// at the particles' new positions, whose stencils may reach blocks the pass (at the old
+/// ones) did not. (MPI ranks do not freeze either: `Solver::freezes_grid`.)
+fn freezes<const D: usize>(settings: &Settings<D>, backend: BackendKind) -> bool {
+    let support = match settings.spline {
+        Spline::Quadratic => 3,
+        Spline::Cubic => 4,
+    };
+    backend != BackendKind::Cpu
+        && !settings.f_bar
+        && matches!(
+            settings.grid,
+            GridLayout::Sparse { block, bitmasked: false, .. } if block + 1 >= support
+        )
 }
 
 /// Particles added during a run: `region` is filled anew every `interval` seconds from
@@ -1095,28 +1126,10 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
         Ok(dt)
     }
 
-    /// Whether the substep runs on a frozen grid, its blocks activated by a pass of their own
-    /// (`touch_stencils`): on a GPU, for a sparse grid with dense blocks at least a stencil
-    /// wide minus one, where that pass finds every block. The activating `+=` costs a GPU the
-    /// allocation path on every access (lavapipe: a sparse P2G at 3x the dense one, see
-    /// `Tree::freeze`); the CPU's block cache skips it already. Not with F-bar: its scatter
-    /// runs at the particles' new positions, whose stencils may reach blocks the pass (at
-    /// the old ones) did not.
+    /// Whether the substep runs on a frozen grid (see [`freezes`]).
     fn freezes_grid(&self) -> bool {
         // A rank adds its neighbours' shares into blocks its own particles may not touch.
-        if self.ranks.is_some() {
-            return false;
-        }
-        let support = match self.settings.spline {
-            Spline::Quadratic => 3,
-            Spline::Cubic => 4,
-        };
-        self.backend.kind() != BackendKind::Cpu
-            && !self.settings.f_bar
-            && matches!(
-                self.settings.grid,
-                GridLayout::Sparse { block, bitmasked: false, .. } if block + 1 >= support
-            )
+        self.ranks.is_none() && freezes(&self.settings, self.backend.kind())
     }
 
     /// Advances until `seconds` of simulated time have passed; returns the substeps taken.

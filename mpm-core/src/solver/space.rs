@@ -245,13 +245,17 @@ macro_rules! space {
                 grid: &mut Grid<$V, $d>,
                 s: &StepScalars<$d>,
             ) -> Result<()> {
+                // A mark per block: the marks' shape is the grid's divided by the block.
+                let block = grid.m.shape()[0] / grid.marks.shape()[0].max(1);
                 Ok($kernels::touch_stencils(
                     &p.x,
                     &p.material,
+                    &mut grid.marks,
                     &mut grid.m,
                     p.count(),
                     1.0 / s.dx,
                     s.support,
+                    block as i32,
                 )?)
             }
 
