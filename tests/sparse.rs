@@ -629,34 +629,34 @@ fn check_frozen(be: &BackendRef) {
     }
 }
 
-#[kernel]
-fn count_active2(f: &Field<f32, 2>, count: &mut Field<u32>) {
-    for c in f.active() {
-        count[0] += 1;
-    }
-}
-
 /// The layout demo's P2G (on a GPU: marks per unit, one activation per marked unit, then
-/// the P2G on the frozen tree) activates exactly the `unit`-wide units its particles' 3x3
-/// stencils reach, keeps no unit from the substep before (the blob moved 20 cells between
-/// the two), and scatters the mass the dense grid takes.
+/// the P2G on the frozen tree) activates exactly the cells of the `unit`-wide units its
+/// particles' 3x3 stencils reach, keeps no unit from the substep before (the blob moved 20
+/// cells between the two), and scatters the mass the dense grid takes.
 fn check_blob_activation(be: &BackendRef) {
     let n_grid = 64;
     let reached = |x: &[Vec2], unit: i32| {
-        let mut units = HashSet::new();
+        let mut cells = HashSet::new();
         for p in x {
             let base = (*p * n_grid as f32 - 0.5).floor().as_ivec2();
             for (i, j) in (0..3).flat_map(|i| (0..3).map(move |j| (i, j))) {
-                units.insert((base + IVec2::new(i, j)) / unit);
+                let corner = (base + IVec2::new(i, j)) / unit * unit;
+                for (a, b) in (0..unit).flat_map(|a| (0..unit).map(move |b| (a, b))) {
+                    cells.insert((corner.x + a, corner.y + b));
+                }
             }
         }
-        units.len() as u32 * (unit * unit) as u32
+        cells
     };
     let mass = |blob: &Blob| blob.grid_m.download().unwrap().iter().sum::<f32>();
     let mut dense = Blob::new(be, n_grid, 0.1, GridKind::Dense).unwrap();
     dense.clear().unwrap();
     dense.p2g().unwrap();
     let dense_mass = mass(&dense);
+    let side = n_grid as i32;
+    let mut active = Field::<i32, 2>::new(be, [n_grid, n_grid]).unwrap();
+    let mut visits = Field::<i32, 2>::new(be, [n_grid, n_grid]).unwrap();
+    let mut value = Field::<f32, 2>::new(be, [n_grid, n_grid]).unwrap();
     for (kind, unit) in [
         (GridKind::PointerDense, 8),
         (GridKind::PointerBitmaskedDense, 4),
@@ -672,14 +672,13 @@ fn check_blob_activation(be: &BackendRef) {
             blob.clear().unwrap();
             blob.p2g()
                 .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
-            let mut count = Field::<u32>::new(be, [1]).unwrap();
-            count_active2(&blob.grid_m, &mut count).unwrap();
-            assert_eq!(
-                count.download().unwrap()[0],
-                reached(x, unit),
-                "{}: active cells",
-                kind.name()
-            );
+            probe2(&blob.grid_m, &mut active, &mut value, &mut visits).unwrap();
+            let got: HashSet<(i32, i32)> = (0..side * side)
+                .zip(active.download().unwrap())
+                .filter(|&(_, a)| a == 1)
+                .map(|(k, _)| (k / side, k % side))
+                .collect();
+            assert_eq!(got, reached(x, unit), "{}: active cells", kind.name());
             let m = mass(&blob);
             assert!(
                 (m - dense_mass).abs() <= 1e-5 * dense_mass,
