@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use mpm_core::glam::{IVec2, Vec2};
+use mpm_core::glam::{IVec2, Mat3, Vec2, Vec3};
 use mpm_core::{func, kernel, BackendRef, Field};
 
 #[func]
@@ -37,6 +37,37 @@ fn vecs(v: &mut Field<Vec2>) {
         acc.y = w[i as i32 % 3];
         v[i] = acc;
     }
+}
+
+/// Each invocation stores into `y` and `m` only at its own index, which the CPU does with
+/// plain writes (`mpm_core::host::Owned`), and reads its stores back; the range runs past
+/// the fields' end.
+#[kernel]
+fn own_index(x: &Field<f32>, y: &mut Field<f32>, m: &mut Field<Mat3>, n: u32) {
+    for p in 0..n {
+        y[p] = x[p] * 2.0;
+        y[p] = y[p] + 1.0;
+        m[p] = Mat3::from_diagonal(Vec3::splat(y[p]));
+    }
+}
+
+#[test]
+fn stores_at_the_invocations_own_index_land_and_out_of_range_ones_are_refused() {
+    let be: BackendRef = Arc::new(mpm_cpu::CpuBackend::new());
+    let n = 1000u32;
+    let x: Vec<f32> = (0..n).map(|k| k as f32).collect();
+    let x = Field::<f32>::from_slice(&be, [n], &x).unwrap();
+    let mut y = Field::<f32>::new(&be, [n]).unwrap();
+    let mut m = Field::<Mat3>::new(&be, [n]).unwrap();
+    let err = own_index(&x, &mut y, &mut m, n + 3).unwrap_err();
+    assert!(matches!(err, mpm_core::Error::OutOfBounds { .. }), "{err}");
+    let want: Vec<f32> = (0..n).map(|k| 2.0 * k as f32 + 1.0).collect();
+    assert_eq!(y.download().unwrap(), want);
+    let diag: Vec<Mat3> = want
+        .iter()
+        .map(|&d| Mat3::from_diagonal(Vec3::splat(d)))
+        .collect();
+    assert_eq!(m.download().unwrap(), diag);
 }
 
 #[test]

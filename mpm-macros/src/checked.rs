@@ -250,6 +250,9 @@ pub struct ParLoop {
     /// Fields the body adds into (`+=` / `-=`): in a binned loop, the CPU adds into them
     /// without atomics inside a block's window.
     pub adds: Vec<Ident>,
+    /// Fields the body stores into and names only at the loop's own index: the CPU stores
+    /// into them without atomics (see `own_index_fields` in `check.rs`).
+    pub owned: Vec<Ident>,
 }
 
 pub enum Domain {

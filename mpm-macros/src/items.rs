@@ -90,7 +90,16 @@ fn cpu_loop(l: &ParLoop, outer: &[Ident], flags: &[Ident]) -> TokenStream {
     let copies_of_outer = quote!(#(let #outer = #outer;)*);
     let body = emit_cpu::stmts(&l.body);
     let tested = tested_in_loops(&l.body.stmts, flags);
-    let body = specialized(&tested, quote!(for &#var in __batch { #body }));
+    // Fields each invocation stores into only at its own index take plain stores (see
+    // `check::own_index_fields`).
+    let owned = &l.owned;
+    let body = specialized(
+        &tested,
+        quote! {
+            #(let #owned = ::mpm_core::host::Owned::new(&#owned);)*
+            for &#var in __batch { #body }
+        },
+    );
     let init = quote!(|| (#(#used.local(),)*));
     // Each scattered field's chunk copy, by position (a list: the body's three paths
     // each repeat over it).
