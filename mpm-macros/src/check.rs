@@ -1309,6 +1309,18 @@ fn scatter_only(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
         .collect()
 }
 
+/// The field parameter an expression names, if it is one (parentheses aside).
+fn field_named(e: &syn::Expr, fields: &HashSet<String>) -> Option<Ident> {
+    match strip_parens(e) {
+        syn::Expr::Path(p) => p
+            .path
+            .get_ident()
+            .filter(|id| fields.contains(&id.to_string()))
+            .cloned(),
+        _ => None,
+    }
+}
+
 /// The fields a loop body uses only as `f[i]` in a value, never stored into, passed or
 /// asked about, and reads at least once inside a loop of its own: a stencil's reads.
 fn stencil_reads(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
@@ -1320,14 +1332,7 @@ fn stencil_reads(body: &syn::Block, fields: &HashSet<String>) -> Vec<Ident> {
     }
     impl Uses<'_> {
         fn field(&self, e: &syn::Expr) -> Option<Ident> {
-            match strip_parens(e) {
-                syn::Expr::Path(p) => p
-                    .path
-                    .get_ident()
-                    .filter(|id| self.fields.contains(&id.to_string()))
-                    .cloned(),
-                _ => None,
-            }
+            field_named(e, self.fields)
         }
         /// `f[i]` as a place: `f` is stored into.
         fn place(&mut self, e: &syn::Expr) -> bool {
@@ -1411,14 +1416,7 @@ pub(crate) fn own_index_fields(
     }
     impl Uses<'_> {
         fn field(&self, e: &syn::Expr) -> Option<Ident> {
-            match strip_parens(e) {
-                syn::Expr::Path(p) => p
-                    .path
-                    .get_ident()
-                    .filter(|id| self.fields.contains(&id.to_string()))
-                    .cloned(),
-                _ => None,
-            }
+            field_named(e, self.fields)
         }
         fn own_index(&self, e: &syn::Expr) -> bool {
             matches!(strip_parens(e), syn::Expr::Path(p) if p.path.is_ident(self.var))
