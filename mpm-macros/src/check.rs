@@ -1595,19 +1595,23 @@ mod tests {
             })),
             ["v", "c"]
         );
-        // Read elsewhere, added into, passed to a builtin, stored elsewhere in a nested loop.
-        assert!(
+        // Read at another index: refused.
+        assert_eq!(
             owned(syn::parse_quote!({
                 v[p] = c[0];
                 c[p] = 1.0;
-            })) == ["v"]
+            })),
+            ["v"]
         );
-        assert!(
+        // Added into at its own index: still the invocation's element alone.
+        assert_eq!(
             owned(syn::parse_quote!({
                 v[p] = 1.0;
                 v[p] += 1.0;
-            })) == ["v"]
+            })),
+            ["v"]
         );
+        // Passed to a builtin, stored at another index in a nested loop: refused.
         assert!(owned(syn::parse_quote!({
             v[p] = 1.0;
             if is_active(v, p) {}
