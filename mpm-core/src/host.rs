@@ -601,11 +601,17 @@ impl<'a, T: Elem, const D: usize, const PATH: u8> Access<'_, 'a, T, D, PATH> {
     // `Access`) had to be written to memory (3.6% of mpm3d.toml's substep instructions).
     #[inline(always)]
     pub fn store(&self, index: impl FieldIndex<D>, value: T) {
+        self.store_words(index, value, |cell, word| cell.store(word, Relaxed));
+    }
+
+    /// `field[index] = value`, each word written by `write` (see [`Owned::store`]).
+    #[inline(always)]
+    fn store_words(&self, index: impl FieldIndex<D>, value: T, write: impl Fn(&AtomicU32, u32)) {
         if let Some(base) = self.locate(index, true) {
             let mut w = [0u32; 16];
             value.write_words(&mut w[..T::WORDS]);
             for (word, cell) in w.iter().zip(self.view.cells(base)) {
-                cell.store(*word, Relaxed);
+                write(cell, *word);
             }
         }
     }
@@ -713,20 +719,15 @@ impl<'r, 'l, 'a, T: Elem, const D: usize, const PATH: u8> Owned<'r, 'l, 'a, T, D
         if self.0.view.tree.is_some() {
             return self.0.store(index, value);
         }
-        if let Some(base) = self.0.locate(index, true) {
-            let mut w = [0u32; 16];
-            value.write_words(&mut w[..T::WORDS]);
-            for (word, cell) in w.iter().zip(self.0.view.cells(base)) {
-                // SAFETY: only this invocation touches this element during the launch: the
-                // loop's invocations run for distinct indices and each names the field only
-                // at its own, the field is a `&mut` kernel parameter (no other parameter
-                // shares its words), and a dense element's words are its index's alone.
-                // Other threads access other words of the buffer, atomically or not, which
-                // is no race; the launch's end (a rayon join) orders these writes before
-                // any later access.
-                unsafe { cell.as_ptr().write(*word) };
-            }
-        }
+        self.0.store_words(index, value, |cell, word| {
+            // SAFETY: only this invocation touches this element during the launch: the
+            // loop's invocations run for distinct indices and each names the field only at
+            // its own, the field is a `&mut` kernel parameter (no other parameter shares its
+            // words), and a dense element's words are its index's alone. Other threads
+            // access other words of the buffer, atomically or not, which is no race; the
+            // launch's end (a rayon join) orders these writes before any later access.
+            unsafe { cell.as_ptr().write(word) };
+        });
     }
 }
 
