@@ -31,22 +31,67 @@ pub fn polar2(f: Mat2) -> (Mat2, Mat2) {
     (rot, transpose(rot) * f)
 }
 
+/// A 2x2 matrix as a scaled rotation plus a scaled reflection, `F = q R(a) + r R(b) diag(1,
+/// -1)` (Blinn, "Consider the lowly 2x2 matrix", 1996): `q (cos a, sin a)` and
+/// `r (cos b, sin b)`. Its singular values are `q + r` and `q - r`, and `U V^T = R(a)`.
+#[func]
+pub fn rotation_reflection2(f: Mat2) -> (Vec2, Vec2) {
+    (
+        0.5 * vec2(f.x_axis.x + f.y_axis.y, f.x_axis.y - f.y_axis.x),
+        0.5 * vec2(f.x_axis.x - f.y_axis.y, f.x_axis.y + f.y_axis.x),
+    )
+}
+
+/// `U diag(clamp(sigma, lo, hi)) V^T` of a 2x2 `F = U diag(sigma) V^T` (a return mapping
+/// such as snow's, Stomakhin et al. 2013), without `U` and `V`: with `F`'s parts from
+/// [`rotation_reflection2`], new singular values `s` scale the rotation part to
+/// `(s0 + s1) / 2` and the reflection part to `(s0 - s1) / 2`, as the singular vectors only
+/// turn the parts. Two square roots, no half angles (half of [`svd2`]'s chain). Returns the
+/// new matrix, `sigma` and the clamped values (`xy` and `zw`), and `U V^T`. Clamping never
+/// widens the gap between two values, so the reflection's scale stays within [0, 1] as `r`
+/// vanishes; without a rotation part (`q = 0`) `U V^T` is any rotation, and this takes
+/// [`svd2`]'s.
+#[func]
+pub fn clamp_singular_values2(f: Mat2, lo: f32, hi: f32) -> (Mat2, Vec4, Mat2) {
+    let (rotation, reflection) = rotation_reflection2(f);
+    let q = length(rotation);
+    let r = length(reflection);
+    let sig = vec2(q + r, q - r);
+    let new_sig = vec2(min(max(sig.x, lo), hi), min(max(sig.y, lo), hi));
+    let mut turn = vec2(1.0, 0.0);
+    if q > 1e-30 {
+        turn = rotation * (1.0 / q);
+    } else if r > 1e-30 {
+        turn = reflection * (1.0 / r);
+    }
+    let rot = mat2(turn, vec2(-turn.y, turn.x));
+    let mut scale = 0.0;
+    if r > 1e-30 {
+        scale = 0.5 * (new_sig.x - new_sig.y) / r;
+    }
+    let g = reflection.x;
+    let k = reflection.y;
+    let clamped = (0.5 * (new_sig.x + new_sig.y)) * rot + scale * mat2(vec2(g, k), vec2(k, -g));
+    (clamped, vec4(sig.x, sig.y, new_sig.x, new_sig.y), rot)
+}
+
 /// SVD of a 2x2 matrix, singular values in decreasing order of magnitude.
 ///
-/// `F = q R(a) + r R(b) diag(1, -1)`: a scaled rotation plus a scaled reflection (Blinn,
-/// "Consider the lowly 2x2 matrix", 1996), so `F = R(phi) diag(q + r, q - r) R(psi)^T` with
+/// `F = q R(a) + r R(b) diag(1, -1)` (see [`rotation_reflection2`]), so
+/// `F = R(phi) diag(q + r, q - r) R(psi)^T` with
 /// `phi = (a + b) / 2` and `psi = (b - a) / 2`. The angles stay unit vectors: `phi` is half
 /// of `a + b` (a complex product), `psi` is `b - phi`. Two square roots and two divisions
 /// in a row; the polar decomposition and a Jacobi rotation of its symmetric factor took
 /// three and four, a quarter of mpm99's time.
 #[func]
 pub fn svd2(f: Mat2) -> (Mat2, Vec2, Mat2) {
-    let e = 0.5 * (f.x_axis.x + f.y_axis.y);
-    let h = 0.5 * (f.x_axis.y - f.y_axis.x);
-    let g = 0.5 * (f.x_axis.x - f.y_axis.y);
-    let k = 0.5 * (f.x_axis.y + f.y_axis.x);
-    let q = sqrt(e * e + h * h);
-    let r = sqrt(g * g + k * k);
+    let (rotation, reflection) = rotation_reflection2(f);
+    let e = rotation.x;
+    let h = rotation.y;
+    let g = reflection.x;
+    let k = reflection.y;
+    let q = length(rotation);
+    let r = length(reflection);
     let qr = q * r;
     let u: Vec2;
     let v: Vec2;
@@ -429,6 +474,62 @@ mod tests {
                 .iter()
                 .all(|x| x.abs() < 1e-4 * scale.max(1.0)));
             assert!((sym.x_axis.y - sym.y_axis.x).abs() < 1e-5 * scale.max(1.0));
+        }
+    }
+
+    /// Against [`svd2`]: the singular values, `U diag(clamp(sigma)) V^T` and `U V^T`, for
+    /// gradients a snow model sees (within a few percent of a rotation, some past the clamp
+    /// on either side), general and inverted ones, and the degenerate shapes: a scaled
+    /// rotation (no reflection part), a reflection (no rotation part), zero.
+    #[test]
+    fn clamped_singular_values_are_the_svds() {
+        let mut matrices = vec![
+            Mat2::IDENTITY,
+            Mat2::ZERO,
+            Mat2::from_angle(0.7) * 1.01,
+            Mat2::from_cols(Vec2::new(0.6, 0.8), Vec2::new(0.8, -0.6)),
+            Mat2::from_diagonal(Vec2::new(1.02, 0.97)),
+            Mat2::from_diagonal(Vec2::new(1.0, -1.0)),
+        ];
+        for k in 0..300u32 {
+            let r = |j: u32| crate::rng::rand_f32(k, j) * 2.0 - 1.0;
+            let strain = [0.003, 0.03, 0.3, 2.0][k as usize % 4];
+            let stretch = Mat2::IDENTITY
+                + strain * Mat2::from_cols(Vec2::new(r(0), r(1)), Vec2::new(r(2), r(3)));
+            matrices.push(Mat2::from_angle(3.0 * r(4)) * stretch);
+        }
+        let close = |a: Mat2, b: Mat2| {
+            let scale = 1.0
+                + b.abs()
+                    .to_cols_array()
+                    .iter()
+                    .fold(0.0f32, |m, x| m.max(*x));
+            (a - b)
+                .abs()
+                .to_cols_array()
+                .iter()
+                .all(|d| *d <= 1e-5 * scale)
+        };
+        let (lo, hi) = (1.0 - 2.5e-2, 1.0 + 4.5e-3);
+        for f in matrices {
+            let (u, sig, v) = svd2(f);
+            let new_sig = sig.clamp(Vec2::splat(lo), Vec2::splat(hi));
+            let (clamped, values, rot) = clamp_singular_values2(f, lo, hi);
+            assert!(
+                (Vec2::new(values.x, values.y) - sig).abs().max_element()
+                    <= 1e-5 * (1.0 + sig.x.abs()),
+                "sigma of {f:?}: {values:?} against {sig:?}"
+            );
+            assert_eq!(Vec2::new(values.z, values.w), new_sig, "{f:?}");
+            let expected = u * Mat2::from_diagonal(new_sig) * v.transpose();
+            assert!(
+                close(clamped, expected),
+                "{f:?} clamped: {clamped:?} against {expected:?}"
+            );
+            let uv = u * v.transpose();
+            assert!(close(rot, uv), "U V^T of {f:?}: {rot:?} against {uv:?}");
+            assert!(close(rot * rot.transpose(), Mat2::IDENTITY));
+            assert!((rot.determinant() - 1.0).abs() < 1e-6);
         }
     }
 
