@@ -156,6 +156,15 @@ for n in $big $huge; do
         grep -E 'ms/substep'
 done
 
+echo "== batches of launches (the default) against a submission and a wait per launch"
+for off in 0 1; do
+    echo "-- MPM_VK_NO_BATCHES=$off"
+    MPM_VK_NO_BATCHES=$off "$bin/mpm99" --backend vulkan --bench --warmup $((warm * 2)) \
+        --steps $((steps * 4)) | grep -E 'ms/substep'
+    MPM_VK_NO_BATCHES=$off "$bin/mpm" bench --backends vulkan --steps "$steps" \
+        --warmup "$warm"
+done
+
 echo "== float += aggregated in subgroups (MPM_VK_AGGREGATE=1) against an atomic per invocation"
 for aggregate in 0 1; do
     echo "-- MPM_VK_AGGREGATE=$aggregate"

@@ -124,14 +124,10 @@ pub fn run_scene(
     if args.bench {
         // Warm up: compiles pipelines on Vulkan, faults pages in on the CPU.
         let warmup = args.warmup.unwrap_or(per_frame.min(args.steps));
-        for _ in 0..warmup {
-            sim.substep()?;
-        }
+        sim.substeps(warmup)?;
         backend.reset_profile();
         let start = Instant::now();
-        for _ in 0..args.steps {
-            sim.substep()?;
-        }
+        sim.substeps(args.steps)?;
         let _ = sim.frame()?; // waits for the device
         let secs = start.elapsed().as_secs_f64();
         println!("backend: {}", backend.describe());
@@ -168,17 +164,19 @@ pub fn run_scene(
     }
     let start = Instant::now();
     let mut frames = 0;
-    for step in 1..=args.steps {
-        sim.substep()?;
-        if step % per_frame == 0 || step == args.steps {
-            if let Some(dir) = &args.out {
-                let (x, materials) = sim.frame()?;
-                let path = dir.join(format!("frame_{frames:05}.png"));
-                render::save_png(&render::particles_2d(&x, &materials, 512), &path)
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            }
-            frames += 1;
+    let mut done = 0;
+    while done < args.steps {
+        // A frame's substeps as one batch of the backend's work.
+        let n = per_frame.min(args.steps - done);
+        sim.substeps(n)?;
+        done += n;
+        if let Some(dir) = &args.out {
+            let (x, materials) = sim.frame()?;
+            let path = dir.join(format!("frame_{frames:05}.png"));
+            render::save_png(&render::particles_2d(&x, &materials, 512), &path)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
+        frames += 1;
     }
     let secs = start.elapsed().as_secs_f64();
     println!(

@@ -520,11 +520,19 @@ impl<S: Space<D>, const D: usize> Run<'_, S, D> {
         self.apply(input)?;
         let frame_time = f64::from(self.scene.simulation.frame_time);
         let target = f64::from(self.frame + 1) * frame_time;
-        while self.solver.time() + 0.5 * f64::from(self.solver.next_dt()) < target {
-            self.solver.substep().map_err(|e| self.scene.explain(e))?;
-            if self.stopping()? {
-                return Ok(None);
+        // The frame's substeps as one batch of the backend's work.
+        let backend = self.solver.backend().clone();
+        let stopped = mpm_core::batched(backend.as_ref(), || -> Result<bool, AnyError> {
+            while self.solver.time() + 0.5 * f64::from(self.solver.next_dt()) < target {
+                self.solver.substep().map_err(|e| self.scene.explain(e))?;
+                if self.stopping()? {
+                    return Ok(true);
+                }
             }
+            Ok(false)
+        })?;
+        if stopped {
+            return Ok(None);
         }
         let root = writes_outputs(self.peers);
         if self.energy {
@@ -1026,13 +1034,9 @@ pub fn measure(
     steps: usize,
     warmup: Option<usize>,
 ) -> crate::Result<f64> {
-    for _ in 0..warmup.unwrap_or(sim.substeps_per_frame().clamp(1, 50)) {
-        sim.substep()?;
-    }
+    sim.substeps(warmup.unwrap_or(sim.substeps_per_frame().clamp(1, 50)))?;
     let start = Instant::now();
-    for _ in 0..steps {
-        sim.substep()?;
-    }
+    sim.substeps(steps)?;
     sim.frame()?; // waits for the device
     Ok(start.elapsed().as_secs_f64() * 1e3 / steps.max(1) as f64)
 }

@@ -24,6 +24,7 @@ pub trait Buffer: Any + Send + Sync {
 }
 
 /// Static description of a kernel, emitted by `#[kernel]`.
+#[derive(Clone, Copy)]
 pub struct KernelDesc {
     pub name: &'static str,
     /// `module_path!()` of the kernel, which with `name` identifies it.
@@ -148,8 +149,15 @@ pub trait Backend: Send + Sync + 'static {
     /// Sets the buffer's first `words` words to zero (an error past its end).
     fn fill_zero(&self, buffer: &dyn Buffer, words: usize) -> Result<()>;
     /// Runs the kernel's loops in [`LaunchArgs::loops`] in order, each to completion before
-    /// the next, then the trees' maintenance; returns when the results are visible to `read`.
+    /// the next, then the trees' maintenance; returns when the results are visible to `read`
+    /// (inside a batch, see [`batched`], a GPU backend may only record it).
     fn launch(&self, kernel: &KernelDesc, args: &LaunchArgs<'_>) -> LaunchReport;
+    /// Opens a batch (see [`batched`]); batches nest, and only the outermost one's end waits.
+    fn begin_batch(&self) {}
+    /// Closes a batch: waits for what it deferred and reports the first failure among it.
+    fn end_batch(&self) -> Result<()> {
+        Ok(())
+    }
     /// Accumulated per-loop times since the last reset (GPU timestamps on Vulkan).
     fn profile(&self) -> Vec<LoopTiming>;
     fn reset_profile(&self);
@@ -161,3 +169,41 @@ pub trait Backend: Send + Sync + 'static {
 
 /// Shared handle to a backend.
 pub type BackendRef = Arc<dyn Backend>;
+
+/// Runs `f` as one batch of the backend's work: a GPU backend records the launches of
+/// kernels that need no answer from the host (no sparse tree to maintain) into one command
+/// buffer and submits them together when something waits for the device (a read or write,
+/// a launch on a sparse tree, too many launches pending, or the batch's end), instead of a
+/// submission and a wait per launch. On a discrete GPU that round trip is often longer than
+/// a small kernel; on lavapipe it is about 0.05 ms of an empty launch's 0.15.
+///
+/// What a batched kernel reports (an out-of-bounds index, a write to an inactive cell)
+/// comes back from the call that next waited for the device, or from the batch's end,
+/// naming the kernel; that call does nothing else, and the kernels launched after the failed
+/// one in the batch have run. A batch belongs to the thread that opened it: another thread's
+/// launches meanwhile run at once, and its own batches do nothing. Where both `f`
+/// and the batch's end fail, the batch's error is returned: it comes from a launch made
+/// before `f` stopped. The CPU backend runs every launch at once and has nothing to defer.
+pub fn batched<T, E: From<crate::Error>>(
+    backend: &dyn Backend,
+    f: impl FnOnce() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    /// Ends the batch also when `f` panics.
+    struct Open<'a>(&'a dyn Backend, bool);
+    impl Drop for Open<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = self.0.end_batch();
+            }
+        }
+    }
+    backend.begin_batch();
+    let mut open = Open(backend, true);
+    let out = f();
+    open.1 = false;
+    let end = backend.end_batch();
+    match (out, end) {
+        (_, Err(e)) => Err(e.into()),
+        (out, Ok(())) => out,
+    }
+}

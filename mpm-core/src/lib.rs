@@ -27,7 +27,7 @@ pub mod sparse;
 pub mod trace;
 pub mod types;
 
-pub use backend::{Backend, BackendKind, BackendRef, KernelDesc};
+pub use backend::{batched, Backend, BackendKind, BackendRef, KernelDesc};
 pub use error::{Error, Result};
 pub use field::{Field, Memory, Tree};
 pub use glam;

@@ -421,6 +421,8 @@ impl Context {
             timestamps: cand.timestamp_valid_bits > 0,
             timestamp_valid_bits: cand.timestamp_valid_bits,
             timestamp_period_ns: props.limits.timestamp_period,
+            storage_offset_alignment: props.limits.min_storage_buffer_offset_alignment.max(4),
+            batches: options.batches,
         };
         let uuid: String = cand
             .pipeline_cache_uuid

@@ -40,6 +40,9 @@ pub struct VulkanOptions {
     /// arithmetic (see [`DeviceCaps::aggregate_adds`]). Off by default: on lavapipe, whose
     /// subgroup operations are loops over the lanes, it doubled mpm3d.toml's P2G.
     pub aggregate_adds: bool,
+    /// Defer the launches of a batch (see [`mpm_core::batched`]) into one submission. Off,
+    /// every launch is submitted and waited for, as outside a batch: a way to compare.
+    pub batches: bool,
 }
 
 impl Default for VulkanOptions {
@@ -49,13 +52,15 @@ impl Default for VulkanOptions {
             validation: false,
             float_atomics: true,
             aggregate_adds: false,
+            batches: true,
         }
     }
 }
 
 impl VulkanOptions {
     /// `MPM_VK_DEVICE` (index or name substring), `MPM_VK_VALIDATION=1`,
-    /// `MPM_VK_NO_FLOAT_ATOMICS=1` (forces the compare-and-swap fallback).
+    /// `MPM_VK_NO_FLOAT_ATOMICS=1` (forces the compare-and-swap fallback),
+    /// `MPM_VK_AGGREGATE=1`, `MPM_VK_NO_BATCHES=1` (every launch waited for).
     pub fn from_env() -> Self {
         let flag = |k: &str| {
             std::env::var(k)
@@ -69,6 +74,7 @@ impl VulkanOptions {
             validation: flag("MPM_VK_VALIDATION"),
             float_atomics: !flag("MPM_VK_NO_FLOAT_ATOMICS"),
             aggregate_adds: flag("MPM_VK_AGGREGATE"),
+            batches: !flag("MPM_VK_NO_BATCHES"),
         }
     }
 }
@@ -205,6 +211,11 @@ pub struct DeviceCaps {
     pub timestamp_valid_bits: u32,
     /// Nanoseconds per timestamp tick.
     pub timestamp_period_ns: f32,
+    /// Bytes a storage-buffer binding's offset is a multiple of (each launch of a batch
+    /// binds its own word of the status buffer).
+    pub storage_offset_alignment: u64,
+    /// Launches inside a batch are deferred (asked for in [`VulkanOptions::batches`]).
+    pub batches: bool,
 }
 
 /// One compiled shader (one parallel loop of a kernel), for inspection and tests.
@@ -314,12 +325,30 @@ impl Backend for VulkanBackend {
         LaunchReport { outcome, pools }
     }
 
+    fn begin_batch(&self) {
+        if let Ok(mut r) = self.lock() {
+            r.begin_batch();
+        }
+    }
+
+    fn end_batch(&self) -> Result<()> {
+        self.lock()?.end_batch()
+    }
+
+    /// Waits for a batch's pending launches first, so that their times count (a failure
+    /// among them is reported by the next call that can).
     fn profile(&self) -> Vec<LoopTiming> {
-        self.lock().map(|r| r.profile.clone()).unwrap_or_default()
+        self.lock()
+            .map(|mut r| {
+                r.flush_or_keep_error();
+                r.profile.clone()
+            })
+            .unwrap_or_default()
     }
 
     fn reset_profile(&self) {
         if let Ok(mut r) = self.lock() {
+            r.flush_or_keep_error();
             r.profile.clear();
         }
     }

@@ -809,9 +809,7 @@ fn generated_glsl_contains_expected_pieces() {
 fn unknown_device_is_a_clear_error() {
     let opts = VulkanOptions {
         device: Some("nonexistent".into()),
-        validation: false,
-        float_atomics: true,
-        aggregate_adds: false,
+        ..VulkanOptions::default()
     };
     match VulkanBackend::new(opts) {
         Err(Error::DeviceNotFound { asked, available }) => {

@@ -216,6 +216,10 @@ impl Demo for CustomKernel {
         self.inner.particles()
     }
 
+    fn backend(&self) -> &mpm_core::BackendRef {
+        self.inner.backend()
+    }
+
     /// A substep, and every `print_every` substeps a line of kinetic energies.
     fn substep(&mut self) -> Result<()> {
         self.inner.substep()?;

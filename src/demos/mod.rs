@@ -11,11 +11,23 @@ pub mod mpm99;
 use crate::Result;
 use mpm_core::glam::Vec2;
 use mpm_core::solver::{Solver, Space};
+use mpm_core::BackendRef;
 
 /// What the example runner and `mpm bench` need of a simulation.
 pub trait Demo {
     fn particles(&self) -> usize;
+    fn backend(&self) -> &BackendRef;
     fn substep(&mut self) -> Result<()>;
+    /// `n` substeps as one batch of the backend's work (see [`mpm_core::batched`]).
+    fn substeps(&mut self, n: usize) -> Result<()> {
+        let backend = self.backend().clone();
+        mpm_core::batched(backend.as_ref(), || {
+            for _ in 0..n {
+                self.substep()?;
+            }
+            Ok(())
+        })
+    }
     /// Substeps between two rendered frames.
     fn substeps_per_frame(&self) -> usize;
     /// Particle positions in the unit square (3D scenes: seen along z) and material ids.
@@ -27,6 +39,9 @@ pub trait Demo {
 impl Demo for mpm99::Mpm99 {
     fn particles(&self) -> usize {
         self.x.len()
+    }
+    fn backend(&self) -> &BackendRef {
+        self.x.backend()
     }
     fn substep(&mut self) -> Result<()> {
         Ok(mpm99::Mpm99::substep(self)?)
@@ -53,6 +68,9 @@ impl Demo for jfluid::Mpm88 {
     fn particles(&self) -> usize {
         self.x.len()
     }
+    fn backend(&self) -> &BackendRef {
+        self.x.backend()
+    }
     fn substep(&mut self) -> Result<()> {
         Ok(jfluid::Mpm88::substep(self)?)
     }
@@ -73,6 +91,9 @@ impl Demo for jfluid::Mpm88 {
 impl Demo for jfluid::Mpm3d {
     fn particles(&self) -> usize {
         self.x.len()
+    }
+    fn backend(&self) -> &BackendRef {
+        self.x.backend()
     }
     fn substep(&mut self) -> Result<()> {
         Ok(jfluid::Mpm3d::substep(self)?)
@@ -112,6 +133,9 @@ impl<S: Space<D>, const D: usize> SolverDemo<Solver<S, D>> {
 impl<S: Space<D>, const D: usize> Demo for SolverDemo<Solver<S, D>> {
     fn particles(&self) -> usize {
         self.solver.particles.count() as usize
+    }
+    fn backend(&self) -> &BackendRef {
+        self.solver.backend()
     }
     fn substep(&mut self) -> Result<()> {
         self.solver.substep()?;

@@ -1133,12 +1133,17 @@ impl<S: Space<D>, const D: usize> Solver<S, D> {
     }
 
     /// Advances until `seconds` of simulated time have passed; returns the substeps taken.
+    /// The substeps run as one batch of the backend's work (see [`crate::batched`]).
     pub fn advance(&mut self, seconds: f64) -> Result<u64> {
         let end = self.time + seconds;
         let first = self.step;
-        while self.time < end - 1e-9 {
-            self.substep()?;
-        }
+        let backend = self.backend.clone();
+        crate::batched(backend.as_ref(), || -> Result<()> {
+            while self.time < end - 1e-9 {
+                self.substep()?;
+            }
+            Ok(())
+        })?;
         Ok(self.step - first)
     }
 

@@ -2,6 +2,7 @@
 //! descriptor writes, recording every loop into one command buffer, timestamps, and reading
 //! back the out-of-bounds and pool status.
 
+use std::ops::Range;
 use std::time::Duration;
 
 use ash::vk;
@@ -18,7 +19,20 @@ use crate::sparse;
 
 use super::pipelines::{destroy_pipelines, KernelKey};
 use super::sparse_passes::{record_compaction, record_maintenance, status_stride};
-use super::{downcast, whole, write_storage_bindings, Runtime};
+use super::{
+    downcast, whole, write_storage_bindings, Pending, Runtime, BATCH_DESCRIPTORS, BATCH_LAUNCHES,
+    BATCH_QUERIES,
+};
+
+/// The names of a kernel's fields in parameter order, for its errors.
+fn field_names(desc: &KernelDesc, kernel: &mpm_core::ir::Kernel) -> Vec<String> {
+    (0..kernel.fields.len())
+        .map(|k| match desc.field_names.get(k) {
+            Some(name) => name.to_string(),
+            None => kernel.fields[k].name.clone(),
+        })
+        .collect()
+}
 
 /// Workgroup size of every generated shader.
 pub const LOCAL_SIZE: u32 = 64;
@@ -131,7 +145,18 @@ impl Runtime {
             frozen,
             specialized,
         };
+        // A launch on a sparse tree needs the host after it (pool use, growth): it runs at
+        // once, after what a batch deferred; so does one with more bindings than a batch
+        // holds. The others join the open batch, if any (see `mpm_core::batched`).
+        let bindings = 1 + bufs.len() as u32;
+        let batched = self.batch.mine() && trees.is_empty() && bindings <= BATCH_DESCRIPTORS;
+        if !batched {
+            self.flush()?;
+        }
         if !self.kernels.touch(&key) {
+            // A new kernel may push an old one's pipelines out of the cache: none may be in
+            // use by recorded commands.
+            self.flush()?;
             let kp = self.build(&kernel, &key)?;
             if let Some(old) = self.kernels.insert(key.clone(), kp) {
                 destroy_pipelines(&self.ctx.device, &old);
@@ -143,11 +168,41 @@ impl Runtime {
             .kernels
             .peek(&key)
             .ok_or_else(|| backend_err(format!("kernel `{qname}`: pipelines missing")))?;
-        let (set, layout, pipelines) = (kp.set, kp.layout, kp.pipelines.clone());
+        let (set, set_layout, layout, pipelines) =
+            (kp.set, kp.set_layout, kp.layout, kp.pipelines.clone());
+        let caps = self.ctx.caps.clone();
+        let loops = pipelines.len() as u32;
+        let ts = caps.timestamps;
+        // Room in the batch for this launch: a status word, timestamps and descriptors.
+        if batched {
+            let queries_full = ts && self.batch.queries + 2 * loops > self.query_capacity;
+            if self.batch.launches.len() as u32 == BATCH_LAUNCHES
+                || (queries_full && !self.batch.launches.is_empty())
+                || self.batch.descriptors + bindings > BATCH_DESCRIPTORS
+            {
+                self.flush()?;
+            }
+            if ts {
+                self.ensure_queries(BATCH_QUERIES.max(2 * loops))?;
+            }
+        } else if ts {
+            self.ensure_queries(2 * loops)?;
+        }
+        let slot = self.batch.launches.len();
+        let first_query = self.batch.queries;
+        let set = match batched {
+            true => self.batch_set(set_layout, bindings)?,
+            false => set,
+        };
         let n = bufs.len();
-        // Descriptor writes.
+        // Descriptor writes: the launch's own status word, then its fields and trees.
+        let status = [vk::DescriptorBufferInfo {
+            buffer: self.status.buffer,
+            offset: (slot * self.status_stride * 4) as u64,
+            range: 4,
+        }];
         let mut infos: Vec<(u32, [vk::DescriptorBufferInfo; 1])> =
-            vec![(glsl::STATUS_BINDING, whole(self.status.buffer))];
+            vec![(glsl::STATUS_BINDING, status)];
         for (k, (b, _)) in bufs.iter().enumerate() {
             infos.push((glsl::field_binding(k), whole(*b)));
         }
@@ -162,16 +217,12 @@ impl Runtime {
                 infos.push((glsl::active_binding(t, n, trees.len()), whole(step.buffer)));
             }
         }
-        // SAFETY: the set is not in use by a pending command buffer (every submit is waited on).
+        // SAFETY: the set is not in use by a pending command buffer: a kernel's own set only
+        // serves launches that ran at once (waited on), a batch's sets are new.
         unsafe {
             write_storage_bindings(&self.ctx.device, set, infos.iter().map(|(b, i)| (*b, i)))
         };
 
-        let caps = self.ctx.caps.clone();
-        let loops = pipelines.len() as u32;
-        if caps.timestamps {
-            self.ensure_queries(2 * loops)?;
-        }
         let mut dispatches = Vec::with_capacity(pipelines.len());
         for (l, r) in args.ranges.iter().enumerate() {
             if r.count > u32::MAX as u64 {
@@ -206,13 +257,12 @@ impl Runtime {
         let stride = status_stride(&trees);
         let status_buf = self.tree_status.as_ref().map(|b| (b.buffer, stride));
         let queries = self.queries;
-        let ts = caps.timestamps;
         let record = |d: &ash::Device, cmd: vk::CommandBuffer| {
             // SAFETY: all handles are live objects of this device; the push constants match the
-            // layout's range; the query pool has at least 2 * loops queries.
+            // layout's range; the query pool has at least `first_query + 2 * loops` queries.
             unsafe {
                 if ts {
-                    d.cmd_reset_query_pool(cmd, queries, 0, 2 * loops);
+                    d.cmd_reset_query_pool(cmd, queries, first_query, 2 * loops);
                 }
                 for (l, (groups, gx, gy, push, active)) in dispatches.iter().enumerate() {
                     if ts {
@@ -220,7 +270,7 @@ impl Runtime {
                             cmd,
                             vk::PipelineStageFlags::TOP_OF_PIPE,
                             queries,
-                            2 * l as u32,
+                            first_query + 2 * l as u32,
                         );
                     }
                     if let Some(a) = active {
@@ -253,7 +303,7 @@ impl Runtime {
                             cmd,
                             vk::PipelineStageFlags::BOTTOM_OF_PIPE,
                             queries,
-                            2 * l as u32 + 1,
+                            first_query + 2 * l as u32 + 1,
                         );
                     }
                     // An empty loop (a launch's unused branch, say) dispatches nothing and
@@ -279,36 +329,23 @@ impl Runtime {
                 record_maintenance(d, cmd, &maint, &tree_bufs, status_buf);
             }
         };
-        self.one_shot(record)?;
-
-        if ts && loops > 0 {
-            let mut stamps = vec![0u64; 2 * loops as usize];
-            // SAFETY: all 2 * loops queries were written by the completed submission.
-            unsafe {
-                self.ctx.device.get_query_pool_results(
-                    queries,
-                    0,
-                    &mut stamps,
-                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
-                )
-            }
-            .map_err(|r| vk_err("vkGetQueryPoolResults", r))?;
-            let mask = if caps.timestamp_valid_bits >= 64 {
-                u64::MAX
-            } else {
-                (1u64 << caps.timestamp_valid_bits) - 1
-            };
-            for l in args.loops.clone() {
-                let ticks = stamps[2 * l + 1].wrapping_sub(stamps[2 * l]) & mask;
-                let t =
-                    Duration::from_nanos((ticks as f64 * caps.timestamp_period_ns as f64) as u64);
-                self.record_time(desc, &qname, l, t);
-            }
-        } else {
-            for l in args.loops.clone() {
-                self.record_time(desc, &qname, l, Duration::ZERO);
-            }
+        if batched {
+            self.record(record)?;
+            self.batch.queries += if ts { 2 * loops } else { 0 };
+            self.batch
+                .keep
+                .extend(args.fields.iter().map(|f| f.buffer.clone()));
+            self.batch.launches.push(Pending {
+                desc: *desc,
+                name: qname,
+                fields: field_names(desc, &kernel),
+                loops: args.loops.clone(),
+                first_query,
+            });
+            return Ok(());
         }
+        self.one_shot(record)?;
+        self.read_times(desc, &qname, args.loops.clone(), 0)?;
 
         let flag = self.status.with_mapped(|b| {
             let v = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
@@ -366,18 +403,89 @@ impl Runtime {
                 });
             }
         }
-        abi::status_error(flag, qname, |k| {
-            desc.field_names
-                .get(k)
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| {
-                    kernel
-                        .fields
-                        .get(k)
-                        .map(|f| f.name.clone())
-                        .unwrap_or_default()
-                })
-        })
+        let names = field_names(desc, &kernel);
+        abi::status_error(flag, qname, |k| names.get(k).cloned().unwrap_or_default())
+    }
+
+    /// Adds the times of a launch's loops `loops`, from its timestamps from `first_query` on
+    /// (two per loop of the kernel), to the profile.
+    pub(super) fn read_times(
+        &mut self,
+        desc: &KernelDesc,
+        qname: &str,
+        loops: Range<usize>,
+        first_query: u32,
+    ) -> Result<()> {
+        let caps = &self.ctx.caps;
+        if !caps.timestamps || loops.is_empty() {
+            for l in loops {
+                self.record_time(desc, qname, l, Duration::ZERO);
+            }
+            return Ok(());
+        }
+        let mut stamps = vec![0u64; 2 * loops.end];
+        // SAFETY: the queries of the launch's loops were written by a completed submission.
+        unsafe {
+            self.ctx.device.get_query_pool_results(
+                self.queries,
+                first_query,
+                &mut stamps,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .map_err(|r| vk_err("vkGetQueryPoolResults", r))?;
+        let mask = if caps.timestamp_valid_bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << caps.timestamp_valid_bits) - 1
+        };
+        let period = caps.timestamp_period_ns as f64;
+        for l in loops {
+            let ticks = stamps[2 * l + 1].wrapping_sub(stamps[2 * l]) & mask;
+            let t = Duration::from_nanos((ticks as f64 * period) as u64);
+            self.record_time(desc, qname, l, t);
+        }
+        Ok(())
+    }
+
+    /// A descriptor set of `layout` for a launch of the batch, from the batch's pool (made at
+    /// the first batched launch), of `bindings` descriptors.
+    fn batch_set(
+        &mut self,
+        layout: vk::DescriptorSetLayout,
+        bindings: u32,
+    ) -> Result<vk::DescriptorSet> {
+        let d = &self.ctx.device;
+        if self.batch_pool == vk::DescriptorPool::null() {
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::STORAGE_BUFFER,
+                descriptor_count: BATCH_DESCRIPTORS,
+            }];
+            // SAFETY: valid device and create info.
+            self.batch_pool = unsafe {
+                d.create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(BATCH_LAUNCHES)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+            }
+            .map_err(|r| vk_err("vkCreateDescriptorPool", r))?;
+        }
+        let layouts = [layout];
+        // SAFETY: the pool and layout are live; the batch keeps within the pool's sets and
+        // descriptors (the caller submitted it before it would not).
+        let set = unsafe {
+            d.allocate_descriptor_sets(
+                &vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(self.batch_pool)
+                    .set_layouts(&layouts),
+            )
+        }
+        .map_err(|r| vk_err("vkAllocateDescriptorSets", r))?[0];
+        self.batch.sets += 1;
+        self.batch.descriptors += bindings;
+        Ok(set)
     }
 
     pub(super) fn record_time(

@@ -8,15 +8,18 @@ mod sparse_passes;
 mod transfer;
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::ThreadId;
 
 use ash::vk;
 use gpu_allocator::MemoryLocation;
+use mpm_core::abi;
 use mpm_core::backend::{Buffer, LoopTiming};
 use mpm_core::ir::Kernel;
 use mpm_core::layout::Structure;
-use mpm_core::{Error, Result};
+use mpm_core::{Error, KernelDesc, Result};
 
 use crate::cache::Lru;
 use crate::compile::{load_pipeline_cache, pipeline_cache_path, save_pipeline_cache, ShaderCache};
@@ -30,13 +33,70 @@ use pipelines::{
     destroy_passes, destroy_pipelines, KernelKey, KernelPipelines, PassPipelines, CACHED_PER_KIND,
 };
 
+/// Launches a batch holds before it submits them (see `mpm_core::batched`); each has its own
+/// word of the status buffer.
+const BATCH_LAUNCHES: u32 = 64;
+
+/// Timestamps a batch may write (two per loop of each launch).
+const BATCH_QUERIES: u32 = 4096;
+
+/// Storage-buffer descriptors of a batch's descriptor sets (a launch takes one per field,
+/// plus the status word).
+const BATCH_DESCRIPTORS: u32 = 2048;
+
+/// A launch recorded into the open command buffer and not yet waited for.
+struct Pending {
+    desc: KernelDesc,
+    name: String,
+    /// The kernel's field names, for its status error.
+    fields: Vec<String>,
+    /// The loops that ran, and the first of the `2 * loops` timestamps of the launch.
+    loops: Range<usize>,
+    first_query: u32,
+}
+
+/// Work recorded into the command buffer and not yet submitted (see `mpm_core::batched`).
+/// A batch belongs to the thread that opened it: another thread's launches run at once (after
+/// the batch's, which they wait for) and its batches are no-ops, so that no thread gets
+/// another's errors.
+#[derive(Default)]
+struct Batch {
+    owner: Option<ThreadId>,
+    /// Nesting depth of the owner's open batches.
+    depth: u32,
+    /// The command buffer has begun and holds commands.
+    recording: bool,
+    /// Launch `k` writes its status into word `k * status_stride` of the status buffer.
+    launches: Vec<Pending>,
+    /// The buffers the recorded launches use, kept alive until they have run.
+    keep: Vec<Arc<dyn Buffer>>,
+    queries: u32,
+    sets: u32,
+    descriptors: u32,
+    /// A failure of a batched launch found where its owner could not take it (`profile`,
+    /// another thread's wait), for the owner's next call that can.
+    failed: Option<Error>,
+}
+
+impl Batch {
+    /// Whether the calling thread owns the open batch.
+    fn mine(&self) -> bool {
+        self.owner == Some(std::thread::current().id())
+    }
+}
+
 /// Everything of the backend that needs exclusive access (command pool, caches, profile).
 pub(crate) struct Runtime {
     ctx: Arc<Context>,
     pool: vk::CommandPool,
     cmd: vk::CommandBuffer,
     fence: vk::Fence,
+    /// One status word per launch of a batch, `status_stride` words apart.
     status: GpuBuffer,
+    status_stride: usize,
+    batch: Batch,
+    /// Descriptor sets of a batch's launches, reset when it has run.
+    batch_pool: vk::DescriptorPool,
     queries: vk::QueryPool,
     query_capacity: u32,
     pipeline_cache: vk::PipelineCache,
@@ -134,9 +194,10 @@ impl Runtime {
         let pool = unsafe { d.create_command_pool(&pci, None) }
             .map_err(|r| vk_err("vkCreateCommandPool", r))?;
         // From here on, a failure drops `rt` which destroys what was made (null handles are ignored).
+        let status_stride = (ctx.caps.storage_offset_alignment / 4) as usize;
         let status = GpuBuffer::new(
             &ctx,
-            1,
+            status_stride * BATCH_LAUNCHES as usize,
             vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST,
             MemoryLocation::GpuToCpu,
             "out-of-bounds status",
@@ -155,6 +216,9 @@ impl Runtime {
             cmd: vk::CommandBuffer::null(),
             fence: vk::Fence::null(),
             status,
+            status_stride,
+            batch: Batch::default(),
+            batch_pool: vk::DescriptorPool::null(),
             queries: vk::QueryPool::null(),
             query_capacity: 0,
             pipeline_cache: vk::PipelineCache::null(),
@@ -207,23 +271,36 @@ impl Runtime {
         Ok(rt)
     }
 
-    /// Records commands with `record`, submits them and waits for completion.
+    /// Runs a batch's launches first (reporting their failure, if any, instead), then
+    /// records commands with `record`, submits them and waits.
     pub fn one_shot(&mut self, record: impl FnOnce(&ash::Device, vk::CommandBuffer)) -> Result<()> {
+        self.flush()?;
+        self.record(record)?;
+        self.submit_and_wait()
+    }
+
+    /// Appends commands to the command buffer (beginning it if needed), then a barrier that
+    /// makes their writes visible to whatever follows, in this submission or later, and to
+    /// the host.
+    fn record(&mut self, record: impl FnOnce(&ash::Device, vk::CommandBuffer)) -> Result<()> {
         let d = &self.ctx.device;
         let cmd = self.cmd;
-        // SAFETY: the command buffer is not pending (we always wait on the fence after a
-        // submit), its pool allows resets, and everything recorded refers to live objects.
+        // SAFETY: the command buffer is not pending (every submit is waited on), its pool
+        // allows resets, and everything recorded refers to live objects, kept alive until
+        // the submission has run (`Batch::keep`).
         unsafe {
-            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
-                .map_err(|r| vk_err("vkResetCommandBuffer", r))?;
-            d.begin_command_buffer(
-                cmd,
-                &vk::CommandBufferBeginInfo::default()
-                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            )
-            .map_err(|r| vk_err("vkBeginCommandBuffer", r))?;
+            if !self.batch.recording {
+                d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                    .map_err(|r| vk_err("vkResetCommandBuffer", r))?;
+                d.begin_command_buffer(
+                    cmd,
+                    &vk::CommandBufferBeginInfo::default()
+                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                )
+                .map_err(|r| vk_err("vkBeginCommandBuffer", r))?;
+                self.batch.recording = true;
+            }
             record(d, cmd);
-            // Make every write of this submission visible to later submissions and to the host.
             let barrier = vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
                 .dst_access_mask(
@@ -240,6 +317,21 @@ impl Runtime {
                 &[],
                 &[],
             );
+        }
+        Ok(())
+    }
+
+    /// Submits what was recorded and waits for it.
+    fn submit_and_wait(&mut self) -> Result<()> {
+        if !self.batch.recording {
+            return Ok(());
+        }
+        self.batch.recording = false;
+        let d = &self.ctx.device;
+        let cmd = self.cmd;
+        // SAFETY: the command buffer is recording (begun by `record`); the fence is unsignalled
+        // after its reset and waited on before anything reuses the buffer.
+        unsafe {
             d.end_command_buffer(cmd)
                 .map_err(|r| vk_err("vkEndCommandBuffer", r))?;
             d.reset_fences(&[self.fence])
@@ -259,6 +351,99 @@ impl Runtime {
                 .map_err(|r| vk_err("vkWaitForFences", r))?;
         }
         Ok(())
+    }
+
+    /// Opens a batch, or one more level of the calling thread's (see [`Batch`]).
+    pub fn begin_batch(&mut self) {
+        if !self.ctx.caps.batches {
+            return;
+        }
+        let me = std::thread::current().id();
+        if self.batch.owner.is_none() {
+            self.batch.owner = Some(me);
+        }
+        if self.batch.owner == Some(me) {
+            self.batch.depth += 1;
+        }
+    }
+
+    /// Closes a level of the calling thread's batch; the outermost one submits what it
+    /// deferred, waits and reports its first failure.
+    pub fn end_batch(&mut self) -> Result<()> {
+        if !self.batch.mine() {
+            return Ok(());
+        }
+        self.batch.depth -= 1;
+        if self.batch.depth > 0 {
+            return Ok(());
+        }
+        let out = self.flush();
+        self.batch.owner = None;
+        out
+    }
+
+    /// Submits what was recorded and waits for it: the batch's launches' times go into the
+    /// profile and the first of them that failed (or a failure kept from earlier) is
+    /// reported, to the batch's thread only (another's call keeps it for the batch's).
+    pub fn flush(&mut self) -> Result<()> {
+        let found = self.flush_batch();
+        match (found, self.batch.owner.is_some() && !self.batch.mine()) {
+            (Err(e), true) => {
+                self.batch.failed.get_or_insert(e);
+                Ok(())
+            }
+            (found, _) => found,
+        }
+    }
+
+    fn flush_batch(&mut self) -> Result<()> {
+        let submitted = self.submit_and_wait();
+        let launches = std::mem::take(&mut self.batch.launches);
+        self.batch.keep.clear();
+        self.batch.queries = 0;
+        self.batch.sets = 0;
+        self.batch.descriptors = 0;
+        if self.batch_pool != vk::DescriptorPool::null() {
+            // SAFETY: no set of the pool is in use by a pending command buffer (just waited).
+            unsafe {
+                self.ctx
+                    .device
+                    .reset_descriptor_pool(self.batch_pool, vk::DescriptorPoolResetFlags::empty())
+            }
+            .map_err(|r| vk_err("vkResetDescriptorPool", r))?;
+        }
+        submitted?;
+        for p in &launches {
+            self.read_times(&p.desc, &p.name, p.loops.clone(), p.first_query)?;
+        }
+        let bytes = 4 * self.status_stride;
+        let flags = self.status.with_mapped(|b| {
+            let flags: Vec<u32> = (0..launches.len())
+                .map(|k| {
+                    let w = &b[k * bytes..k * bytes + 4];
+                    u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
+                })
+                .collect();
+            b[..bytes * launches.len()].fill(0);
+            flags
+        })?;
+        if let Some(e) = self.batch.failed.take() {
+            return Err(e);
+        }
+        for (p, flag) in launches.iter().zip(flags) {
+            let fields = &p.fields;
+            abi::status_error(flag, p.name.clone(), |k| {
+                fields.get(k).cloned().unwrap_or_default()
+            })?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::flush`] where no caller takes its error: kept for the next call that can.
+    pub fn flush_or_keep_error(&mut self) {
+        if let Err(e) = self.flush() {
+            self.batch.failed.get_or_insert(e);
+        }
     }
 }
 
@@ -281,6 +466,7 @@ impl Drop for Runtime {
             self.active_buffers.drain().for_each(drop);
             d.destroy_descriptor_pool(self.active_pool, None);
             d.destroy_descriptor_pool(self.maint_pool, None);
+            d.destroy_descriptor_pool(self.batch_pool, None);
             self.maint_dispatch = None;
             self.tree_status = None;
             if self.pipeline_cache != vk::PipelineCache::null() {

@@ -58,6 +58,7 @@ pub fn backend_with(float_atomics: bool) -> Option<VulkanBackend> {
         validation: true,
         float_atomics,
         aggregate_adds: false,
+        batches: true,
     };
     mpm_vulkan::backend_for_tests(opts, "this test")
         .unwrap_or_else(|e| panic!("Vulkan backend creation failed: {e}"))
