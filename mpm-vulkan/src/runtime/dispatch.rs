@@ -347,11 +347,8 @@ impl Runtime {
         self.one_shot(record)?;
         self.read_times(desc, &qname, args.loops.clone(), 0)?;
 
-        let flag = self.status.with_mapped(|b| {
-            let v = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
-            b[..4].fill(0);
-            v
-        })?;
+        // The launch ran alone: its status is the first word.
+        let flag = self.take_status(1)?[0];
         // Each maintained tree's pool use goes into the report (the tree may grow from it); a
         // pool that ran out is reported (like the CPU backend, before out-of-bounds indices) and the tree's
         // STATUS word reset.
@@ -483,7 +480,6 @@ impl Runtime {
             )
         }
         .map_err(|r| vk_err("vkAllocateDescriptorSets", r))?[0];
-        self.batch.sets += 1;
         self.batch.descriptors += bindings;
         Ok(set)
     }

@@ -70,8 +70,8 @@ struct Batch {
     launches: Vec<Pending>,
     /// The buffers the recorded launches use, kept alive until they have run.
     keep: Vec<Arc<dyn Buffer>>,
+    /// Timestamps and descriptors the recorded launches take (a set each: one per launch).
     queries: u32,
-    sets: u32,
     descriptors: u32,
     /// A failure of a batched launch found where its owner could not take it (`profile`,
     /// another thread's wait), for the owner's next call that can.
@@ -401,7 +401,6 @@ impl Runtime {
         let launches = std::mem::take(&mut self.batch.launches);
         self.batch.keep.clear();
         self.batch.queries = 0;
-        self.batch.sets = 0;
         self.batch.descriptors = 0;
         if self.batch_pool != vk::DescriptorPool::null() {
             // SAFETY: no set of the pool is in use by a pending command buffer (just waited).
@@ -416,17 +415,7 @@ impl Runtime {
         for p in &launches {
             self.read_times(&p.desc, &p.name, p.loops.clone(), p.first_query)?;
         }
-        let bytes = 4 * self.status_stride;
-        let flags = self.status.with_mapped(|b| {
-            let flags: Vec<u32> = (0..launches.len())
-                .map(|k| {
-                    let w = &b[k * bytes..k * bytes + 4];
-                    u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
-                })
-                .collect();
-            b[..bytes * launches.len()].fill(0);
-            flags
-        })?;
+        let flags = self.take_status(launches.len())?;
         if let Some(e) = self.batch.failed.take() {
             return Err(e);
         }
@@ -437,6 +426,22 @@ impl Runtime {
             })?;
         }
         Ok(())
+    }
+
+    /// The status words of the first `launches` launches of a submission (see [`Batch`]),
+    /// cleared for the next.
+    fn take_status(&self, launches: usize) -> Result<Vec<u32>> {
+        let bytes = 4 * self.status_stride;
+        self.status.with_mapped(|b| {
+            let flags = (0..launches)
+                .map(|k| {
+                    let w = &b[k * bytes..k * bytes + 4];
+                    u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
+                })
+                .collect();
+            b[..bytes * launches].fill(0);
+            flags
+        })
     }
 
     /// [`Self::flush`] where no caller takes its error: kept for the next call that can.
